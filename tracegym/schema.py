@@ -115,8 +115,10 @@ class CapabilityStats(BaseModel):
     delta: list[float | None]
     runs_passed: int
     selected: bool
+    delta_mean: float | None = None
     delta_ci: tuple[float, float] | None = None
     paired_delta: float | None = None
+    paired_tasks: int = 0
     explained_failures: list[dict[str, Any]] = Field(default_factory=list)
 
 

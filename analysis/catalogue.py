@@ -1,0 +1,118 @@
+"""The built-in catalogue of general agent capabilities the detectors and the judge label.
+
+Names are snake_case and general (papers/TRACE.md §1: a domain rule such as
+"flight_rebooking_procedure" is not a capability). `benchmarks` says which benchmark families a
+capability's deterministic detector covers ("tau" for τ/τ²-bench, "swe" for SWE-bench); the LLM
+judge may label any of them on any benchmark.
+"""
+
+from __future__ import annotations
+
+from tracegym.schema import Capability
+
+CATALOGUE: tuple[Capability, ...] = (
+    Capability(
+        name="structured_data_reasoning",
+        description=(
+            "Reading structured tool results (records, prices, dates, lists) and deriving the right "
+            "values from them: picking the correct record, computing totals, comparing fields. "
+            "Shown when the arguments of the agent's actions and the figures it tells the user "
+            "match what the data implies."
+        ),
+        benchmarks=["tau"],
+    ),
+    Capability(
+        name="multi_step_task_completion",
+        description=(
+            "Carrying a request that needs several dependent operations through to the end: every "
+            "required action is attempted, none is forgotten after a topic change, and the "
+            "conversation ends neither prematurely nor in a loop."
+        ),
+        benchmarks=["tau"],
+    ),
+    Capability(
+        name="precondition_verification",
+        description=(
+            "Checking state before changing it: reading the reservation, user or order a write "
+            "affects, and confirming the policy's conditions hold, before performing the write. "
+            "Lacking when the agent writes to something it never looked at, or performs a write the "
+            "task did not call for."
+        ),
+        benchmarks=["tau"],
+    ),
+    Capability(
+        name="tool_calling_precision",
+        description=(
+            "Calling tools with exactly the right names, argument types, formats and identifiers, so "
+            "that calls succeed the first time. Lacking when calls fail with tool errors, are "
+            "repeated verbatim, or carry argument values that appear nowhere in the conversation."
+        ),
+        benchmarks=["tau"],
+    ),
+    Capability(
+        name="policy_compliance",
+        description=(
+            "Following the domain policy under user pressure: refusing what the policy forbids "
+            "instead of performing it, and transferring to a human agent only when the policy calls "
+            "for it rather than to avoid work."
+        ),
+        benchmarks=["tau"],
+    ),
+    Capability(
+        name="patch_production",
+        description=(
+            "Ending a repair session with a non-empty patch that applies cleanly to the repository. "
+            "Lacking when the agent runs out of steps, submits nothing, or submits a diff the "
+            "harness cannot apply."
+        ),
+        benchmarks=["swe"],
+    ),
+    Capability(
+        name="semantic_logic_precision",
+        description=(
+            "Changing the program's logic so that it does exactly what the issue asks: the tests "
+            "that reproduce the issue (FAIL_TO_PASS) pass after the patch. Lacking when a patch "
+            "applies but the target behaviour is still wrong."
+        ),
+        benchmarks=["swe"],
+    ),
+    Capability(
+        name="regression_avoidance",
+        description=(
+            "Fixing the issue without breaking behaviour that worked before: every PASS_TO_PASS test "
+            "still passes. Lacking when the patch breaks previously passing tests."
+        ),
+        benchmarks=["swe"],
+    ),
+    Capability(
+        name="test_verification",
+        description=(
+            "Running the relevant tests or a reproduction script after the last edit and before "
+            "submitting, so the patch is checked against behaviour rather than assumed correct."
+        ),
+        benchmarks=["swe"],
+    ),
+    Capability(
+        name="fault_localisation",
+        description=(
+            "Finding where the defect lives: the patch edits the files the reference fix edits "
+            "rather than working around the bug elsewhere. Needs the gold patch to judge."
+        ),
+        benchmarks=["swe"],
+    ),
+)
+
+
+def benchmark_family(benchmark: str) -> str:
+    """"swe" for SWE-bench trajectories, "tau" for τ/τ²-bench ones, else the benchmark name."""
+    if benchmark.startswith("swe"):
+        return "swe"
+    if benchmark.startswith("tau"):
+        return "tau"
+    return benchmark
+
+
+def catalogue_for(benchmarks: set[str]) -> list[Capability]:
+    """The catalogue entries whose detectors cover any of `benchmarks` (benchmark names)."""
+    families = {benchmark_family(b) for b in benchmarks}
+    return [c for c in CATALOGUE if families.intersection(c.benchmarks)]
