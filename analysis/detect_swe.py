@@ -16,8 +16,9 @@ from tracegym.analysis.detectors import Verdict, evidence
 from tracegym.schema import Trajectory
 
 _BASH_BLOCK = re.compile(r"```(?:bash|sh)\s*\n(.*?)```", re.DOTALL)
-_EDIT = re.compile(r"\bsed\s+-i|\bperl\s+-[a-z]*i|\bgit\s+apply\b|\bpatch\s+-p|>\s*[\w./-]+\.py\b|\btee\s+[\w./-]+\.py\b"
-                   r"|open\([^)]*['\"][wa]['\"]")
+_IN_PLACE = re.compile(r"\bsed\s+-i|\bperl\s+-[a-z]*i|\bgit\s+apply\b|\bpatch\s+-p")
+_WRITTEN = re.compile(r"(?:>|\btee\s+(?:-a\s+)?|open\(\s*['\"])\s*([\w./-]+\.py)\b")
+_SCRATCH = re.compile(r"(^|/)(repro\w*|test_?\w*|check\w*|debug\w*|verify\w*|script\w*|demo\w*)\.py$")
 _TEST = re.compile(r"\bpytest\b|runtests\.py|\bunittest\b|\btox\b|\bpython3?\s+(?:-m\s+\S+|-c\b|[\w./-]+\.py\b)")
 _EDITOR_WRITES = {"str_replace", "insert", "create", "undo_edit"}
 _DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/", re.MULTILINE)
@@ -25,26 +26,30 @@ _SUBMIT = "COMPLETE_TASK_AND_SUBMIT"
 
 
 def commands(trajectory: Trajectory) -> Iterator[tuple[int, str, str]]:
-    """(message index, kind "edit" / "test" / "other", command text) for each agent action."""
+    """(message index, kind "edit" / "test", command text) for each agent action that edits the
+    repository or runs tests or code, in order; a command doing both yields "edit" then "test".
+    Writing a scratch script (reproduce.py, test_*.py, ...) is not an edit of the repository."""
     for index, message in enumerate(trajectory.messages):
         if message.role != "assistant":
             continue
         for block in _BASH_BLOCK.findall(message.content):
-            yield index, _classify(block), block.strip()
+            for kind in _classify(block):
+                yield index, kind, block.strip()
         for call in message.tool_calls:
             if call.name == "str_replace_editor":
-                kind = "edit" if call.arguments.get("command") in _EDITOR_WRITES else "other"
-                yield index, kind, f"str_replace_editor {call.arguments.get('command')} {call.arguments.get('path', '')}"
-            elif "command" in call.arguments and isinstance(call.arguments["command"], str):
-                yield index, _classify(call.arguments["command"]), call.arguments["command"].strip()
+                path = str(call.arguments.get("path", ""))
+                if call.arguments.get("command") in _EDITOR_WRITES and not _SCRATCH.search(path):
+                    yield index, "edit", f"str_replace_editor {call.arguments.get('command')} {path}"
+            elif isinstance(call.arguments.get("command"), str):
+                for kind in _classify(call.arguments["command"]):
+                    yield index, kind, call.arguments["command"].strip()
 
 
-def _classify(command: str) -> str:
+def _classify(command: str) -> list[str]:
     if _SUBMIT in command:
-        return "other"
-    if _EDIT.search(command):
-        return "edit"
-    return "test" if _TEST.search(command) else "other"
+        return []
+    edits = _IN_PLACE.search(command) or any(not _SCRATCH.search(f) for f in _WRITTEN.findall(command))
+    return (["edit"] if edits else []) + (["test"] if _TEST.search(command) else [])
 
 
 def patched_files(patch: str) -> list[str]:
@@ -56,8 +61,8 @@ def detect(trajectory: Trajectory) -> dict[str, Verdict]:
     diagnostics = trajectory.diagnostics
     return {
         "patch_production": _patch(diagnostics),
-        "semantic_logic_precision": _tests(diagnostics, "FAIL_TO_PASS", "still failing after the patch"),
-        "regression_avoidance": _tests(diagnostics, "PASS_TO_PASS", "broken by the patch"),
+        "semantic_logic_precision": _tests(trajectory, "FAIL_TO_PASS", "still failing after the patch"),
+        "regression_avoidance": _tests(trajectory, "PASS_TO_PASS", "broken by the patch"),
         "test_verification": _verification(trajectory),
         "fault_localisation": _localisation(diagnostics),
     }
@@ -77,27 +82,34 @@ def _patch(diagnostics: dict) -> Verdict:
     return Verdict.present([evidence(None, f"patch applied: {', '.join(patched_files(patch))}")])
 
 
-def _tests(diagnostics: dict, group: str, what: str) -> Verdict:
+def _tests(trajectory: Trajectory, group: str, what: str) -> Verdict:
+    """From the harness report, plus the agent's last repository edit as trajectory evidence."""
+    diagnostics = trajectory.diagnostics
     status = (diagnostics.get("tests_status") or {}).get(group)
     if not _applied(diagnostics) or not status:
         return Verdict.na()
     failing = status.get("failure") or []
     if failing:
-        return Verdict.lacking([evidence(None, f"harness report: {group} {what}: {', '.join(failing[:5])}")])
+        found = [evidence(None, f"harness report: {group} {what}: {', '.join(failing[:5])}")]
+        edits = [(index, command) for index, kind, command in commands(trajectory) if kind == "edit"]
+        if edits:
+            found.append(evidence(edits[-1][0], f"last edit before submitting: {edits[-1][1]}"))
+        return Verdict.lacking(found)
     passing = status.get("success") or []
     return Verdict.present([evidence(None, f"harness report: {group} all {len(passing)} passing")])
 
 
 def _verification(trajectory: Trajectory) -> Verdict:
     actions = list(commands(trajectory))
-    edits = [(i, c) for i, kind, c in actions if kind == "edit"]
+    edits = [position for position, (_, kind, _) in enumerate(actions) if kind == "edit"]
     if not edits:
         return Verdict.na()
-    last_edit, edit_command = edits[-1]
-    tests = [(i, c) for i, kind, c in actions if kind == "test" and i > last_edit]
+    last_edit = edits[-1]
+    tests = [actions[p] for p in range(last_edit + 1, len(actions)) if actions[p][1] == "test"]
     if tests:
-        return Verdict.present([evidence(tests[0][0], f"ran after the last edit: {tests[0][1]}")])
-    return Verdict.lacking([evidence(last_edit, f"no test or reproduction run after the last edit: {edit_command}")])
+        return Verdict.present([evidence(tests[0][0], f"ran after the last edit: {tests[0][2]}")])
+    index, _, command = actions[last_edit]
+    return Verdict.lacking([evidence(index, f"no test or reproduction run after the last edit: {command}")])
 
 
 def _localisation(diagnostics: dict) -> Verdict:

@@ -22,6 +22,7 @@ import numpy as np
 from tracegym.schema import Capability, CapabilityReport, CapabilityStats, Label, LabelValue
 
 LACKING_FAILED, PRESENT_FAILED, LACKING_PASSED, PRESENT_PASSED = range(4)
+EVIDENCE_KEPT = 3  # evidence items kept per explained failure
 
 
 @dataclass(frozen=True)
@@ -105,9 +106,9 @@ def bootstrap_delta(counts: np.ndarray, failures: np.ndarray, resamples: int, se
     er_plus_den = summed[..., LACKING_PASSED] + summed[..., PRESENT_PASSED]
     with np.errstate(invalid="ignore", divide="ignore"):
         delta = summed[..., LACKING_FAILED] / er_minus_den - summed[..., LACKING_PASSED] / er_plus_den
-    with np.errstate(invalid="ignore"):
-        per_sample = np.nanmean(np.where(np.isfinite(delta), delta, np.nan), axis=1) if delta.size else delta
-    per_sample = per_sample[np.isfinite(per_sample)]
+    finite = np.isfinite(delta)
+    runs_defined = finite.sum(axis=1)
+    per_sample = np.where(finite, delta, 0.0).sum(axis=1)[runs_defined > 0] / runs_defined[runs_defined > 0]
     if per_sample.size == 0:
         return None
     low, high = np.percentile(per_sample, [2.5, 97.5])
@@ -168,7 +169,7 @@ def select(capabilities: list[Capability], labels: list[Label], outcomes: dict[s
         paired, paired_tasks = paired_delta(capability.name, runs, table, outcomes)
         explained = [
             {"trajectory_id": t, "task_id": outcomes[t].task,
-             "evidence": voted[(t, capability.name)].evidence[0].model_dump() if voted[(t, capability.name)].evidence else None}
+             "evidence": [e.model_dump() for e in voted[(t, capability.name)].evidence[:EVIDENCE_KEPT]]}
             for t in sorted(outcomes)
             if not outcomes[t].success and (t, capability.name) in voted
             and voted[(t, capability.name)].value == LabelValue.LACKING

@@ -1,0 +1,232 @@
+"""LLM judge: labels (trajectory, capability) pairs and attributes failures, N independent runs.
+
+Each run asks the judge once per trajectory for a verdict on every capability, with the answer
+constrained to a JSON schema and validated with pydantic. A malformed answer (bad JSON, wrong
+shape, a capability missing or unknown, a message index out of range) or a transport error is
+retried up to `retries` times with a new seed, then counted in `JudgeResult.malformed` and left
+unlabelled for that run; nothing raises. Run r uses seeds 1000·r + attempt. Votes across runs
+are taken by `selection.majority` (ties lean to PRESENT).
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable, Literal, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from tqdm import tqdm
+
+from tracegym.analysis.attribution import FailureSource
+from tracegym.analysis.llm_client import ChatClient, ClientError
+from tracegym.schema import Capability, Evidence, Label, LabelValue, Trajectory
+
+MESSAGE_CHARS = 600  # per message in the transcript shown to the judge
+TRANSCRIPT_CHARS = 24_000  # whole transcript; the middle is elided beyond this
+
+LABEL_PROMPT = """You are auditing one run of an AI agent. For EVERY capability listed, decide:
+- NA: the task did not need this capability;
+- PRESENT: the task needed it and the agent showed it;
+- LACKING: the task needed it and the agent clearly failed to show it.
+Be conservative: when you are unsure, answer PRESENT. False LACKING labels are costly.
+For each capability give the index of the message that decides it (or null) and a short verbatim quote from it.
+
+Capabilities:
+{capabilities}"""
+
+SOURCE_PROMPT = """You are auditing a FAILED run of an AI agent on a benchmark with a simulated user.
+Decide what caused the failure:
+- agent: the agent made the mistake;
+- user_simulator: the simulated user left its instructions (stopped early, invented details, accepted what it was told to decline, contradicted itself);
+- benchmark: the expected (gold) outcome is wrong, e.g. it contradicts the policy given what the agent saw.
+Answer "agent" unless the transcript shows otherwise. Quote the decisive message.
+
+User instructions given to the simulator:
+{instructions}
+
+Expected (gold) actions:
+{gold}"""
+
+
+class CapabilityVerdict(BaseModel):
+    capability: str
+    value: Literal["PRESENT", "LACKING", "NA"]
+    message_index: int | None
+    quote: str
+
+
+class LabelAnswer(BaseModel):
+    verdicts: list[CapabilityVerdict]
+
+
+class SourceAnswer(BaseModel):
+    source: Literal["agent", "user_simulator", "benchmark"]
+    reason: str
+    message_index: int | None
+    quote: str
+
+
+def _strict_schema(model: type[BaseModel]) -> dict:
+    """The model's JSON schema with every object closed and every property required (strict mode)."""
+    schema = model.model_json_schema()
+
+    def close(node):
+        if isinstance(node, dict):
+            if node.get("type") == "object" and "properties" in node:
+                node["additionalProperties"] = False
+                node["required"] = list(node["properties"])
+            for value in node.values():
+                close(value)
+        elif isinstance(node, list):
+            for value in node:
+                close(value)
+
+    close(schema)
+    return schema
+
+
+def render_transcript(trajectory: Trajectory) -> str:
+    """Numbered messages, each cut to MESSAGE_CHARS, the middle elided beyond TRANSCRIPT_CHARS."""
+    lines = []
+    for index, message in enumerate(trajectory.messages):
+        text = message.content
+        if message.tool_calls:
+            text += " " + " ".join(f"CALL {c.name}({json.dumps(c.arguments)})" for c in message.tool_calls)
+        if message.error:
+            text = "ERROR " + text
+        text = " ".join(text.split())
+        if len(text) > MESSAGE_CHARS:
+            text = text[: MESSAGE_CHARS - 1] + "…"
+        lines.append(f"[{index}] {message.role}: {text}")
+    transcript = "\n".join(lines)
+    if len(transcript) > TRANSCRIPT_CHARS:
+        half = TRANSCRIPT_CHARS // 2
+        transcript = transcript[:half] + "\n[... middle of the run elided ...]\n" + transcript[-half:]
+    return transcript
+
+
+@dataclass
+class Attempts:
+    """Bookkeeping of one question: calls made, retries, whether it ended malformed, errors seen."""
+
+    calls: int = 0
+    retried: int = 0
+    malformed: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class JudgeResult:
+    """Labels over all runs, plus what it took: calls made, retried and malformed answers, and the
+    prompt template and model recorded for the report."""
+
+    labels: list[Label] = field(default_factory=list)
+    calls: int = 0
+    retried: int = 0
+    malformed: int = 0
+    errors: list[str] = field(default_factory=list)
+    model: str = ""
+    prompt: str = ""
+
+    def add(self, attempts: Attempts) -> None:
+        self.calls += attempts.calls
+        self.retried += attempts.retried
+        self.malformed += attempts.malformed
+        self.errors.extend(attempts.errors)
+
+
+Answer = TypeVar("Answer", bound=BaseModel)
+
+
+class LLMJudge:
+    """`runs` independent labelling runs at `temperature`, `retries` extra attempts per answer,
+    `workers` concurrent requests."""
+
+    def __init__(self, client: ChatClient, runs: int = 10, retries: int = 2, temperature: float = 0.7,
+                 workers: int = 4) -> None:
+        self.client = client
+        self.runs = runs
+        self.retries = retries
+        self.temperature = temperature
+        self.workers = workers
+
+    def _ask(self, system: str, user: str, model: type[Answer], check: Callable[[Answer], None], run: int,
+             result: Attempts) -> Answer | None:
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        schema = _strict_schema(model)
+        for attempt in range(self.retries + 1):
+            result.calls += 1
+            try:
+                answer = model.model_validate_json(
+                    self.client.complete(messages, schema, model.__name__, self.temperature, 1000 * run + attempt))
+                check(answer)
+                return answer
+            except (ClientError, ValidationError, ValueError) as error:
+                result.errors.append(f"run {run} attempt {attempt}: {str(error).splitlines()[0]}")
+                if attempt < self.retries:
+                    result.retried += 1
+        result.malformed += 1
+        return None
+
+    def label(self, trajectories: list[Trajectory], capabilities: list[Capability], progress: bool = False) -> JudgeResult:
+        """Labels for every (trajectory, capability) pair in each of `runs` runs."""
+        listing = "\n".join(f"- {c.name}: {c.description}" for c in capabilities)
+        system = LABEL_PROMPT.format(capabilities=listing)
+        names = {c.name for c in capabilities}
+        result = JudgeResult(model=self.client.model, prompt=system)
+
+        def one(job: tuple[int, Trajectory]) -> tuple[list[Label], Attempts]:
+            run, trajectory = job
+            attempts = Attempts()
+
+            def check(answer: LabelAnswer) -> None:
+                given = [v.capability for v in answer.verdicts]
+                if sorted(given) != sorted(names):
+                    raise ValueError(f"verdicts name {sorted(given)}, expected each of {sorted(names)} once")
+                for verdict in answer.verdicts:
+                    if verdict.message_index is not None and not 0 <= verdict.message_index < len(trajectory.messages):
+                        raise ValueError(f"message_index {verdict.message_index} out of range")
+
+            answer = self._ask(system, render_transcript(trajectory), LabelAnswer, check, run, attempts)
+            if answer is None:
+                return [], attempts
+            return [Label(trajectory_id=trajectory.id, capability=v.capability, value=LabelValue(v.value),
+                          evidence=[Evidence(message_index=v.message_index, quote=v.quote)],
+                          labeller=f"judge:{self.client.model}", run=run) for v in answer.verdicts], attempts
+
+        jobs = [(run, t) for run in range(self.runs) for t in trajectories]
+        with ThreadPoolExecutor(self.workers) as pool:
+            for labels, attempts in tqdm(pool.map(one, jobs), total=len(jobs), desc="judging", unit="call",
+                                         disable=not progress):
+                result.labels.extend(labels)
+                result.add(attempts)
+        return result
+
+    def attribute_failures(self, trajectories: list[Trajectory], progress: bool = False) -> tuple[dict[str, FailureSource], JudgeResult]:
+        """A judged FailureSource per failed trajectory (one run; unanswered ones are left out)."""
+        failed = [t for t in trajectories if not t.success]
+        result = JudgeResult(model=self.client.model, prompt=SOURCE_PROMPT)
+
+        def one(trajectory: Trajectory) -> tuple[FailureSource | None, Attempts]:
+            attempts = Attempts()
+            system = SOURCE_PROMPT.format(
+                instructions=json.dumps(trajectory.metadata.get("user_instructions") or trajectory.metadata.get("problem_statement", ""))[:4000],
+                gold=json.dumps(trajectory.diagnostics.get("gold_actions") or [])[:4000])
+
+            def check(answer: SourceAnswer) -> None:
+                if answer.message_index is not None and not 0 <= answer.message_index < len(trajectory.messages):
+                    raise ValueError(f"message_index {answer.message_index} out of range")
+
+            answer = self._ask(system, render_transcript(trajectory), SourceAnswer, check, 0, attempts)
+            if answer is None:
+                return None, attempts
+            return FailureSource(trajectory_id=trajectory.id, source=answer.source, reason=answer.reason, method="judge",
+                                 evidence=Evidence(message_index=answer.message_index, quote=answer.quote)), attempts
+
+        with ThreadPoolExecutor(self.workers) as pool:
+            answered = list(tqdm(pool.map(one, failed), total=len(failed), desc="attributing", unit="call",
+                                 disable=not progress))
+        for _, attempts in answered:
+            result.add(attempts)
+        return {f.trajectory_id: f for f, _ in answered if f is not None}, result
