@@ -19,6 +19,7 @@ from tracegym.schema import Source, Trajectory
 
 FORMAT = "tau_v1"
 DOMAINS = ("airline", "retail")
+TOOL_ERROR_PREFIX = "Error"  # v1 tools report failures as text starting "Error: ..."
 
 
 class _Action(BaseModel):
@@ -75,6 +76,8 @@ def read(path: Path, document: Any) -> Batch:
         except RecordError as error:
             batch.skip(error.json_path, error.reason)
             continue
+        for message in messages:
+            message.error = message.role == "tool" and message.content.startswith(TOOL_ERROR_PREFIX)
         task = record.info.task
         task_id = str(record.task_id)
         _check_record(batch, where, record, raw["info"]["task"], first_seen)
