@@ -13,7 +13,11 @@ exceptions. The same seed gives the same episode on any machine (only `random.Ra
 `numpy.random.default_rng(seed)` draw randomness).
 
 A family subclasses `Environment`, declares a `Config` dataclass of difficulty knobs, and
-implements `_generate`, `_call`, `_score` and `oracle`.
+implements `_generate` (hidden state from a seed), `_call`, `_score` and `_oracle`; it may add
+`_reject` (an episode check: a generated episode it rejects is regenerated from the next derived
+seed, deterministically), `_wrong` (plausible wrong trajectories the verifier must score below 1)
+and `_hint`. `oracle(seed)`, `hint(seed)`, `gold_answer(seed)` and `wrong_trajectories(seed)` work
+on a private twin, so they never disturb the episode in progress.
 """
 
 from __future__ import annotations
@@ -71,6 +75,11 @@ def validate_arguments(schema: dict[str, Any], arguments: dict[str, Any]) -> str
     return None
 
 
+def derive_seed(seed: int, attempt: int) -> int:
+    """The generator seed of regeneration `attempt` of `seed` (attempt 0 is `seed` itself)."""
+    return seed if attempt == 0 else (seed * 1_000_003 + attempt * 7_919) % (2**63)
+
+
 class Environment(ABC):
     """A seeded, verifiable, multi-turn tool environment for one capability."""
 
@@ -79,6 +88,7 @@ class Environment(ABC):
     description: ClassVar[str]
     Config: ClassVar[type]
     max_turns: ClassVar[int] = 12
+    max_attempts: ClassVar[int] = 50
 
     def __init__(self, config: Any = None, **knobs: Any) -> None:
         self.config = config if config is not None else self.Config(**knobs)
@@ -87,6 +97,12 @@ class Environment(ABC):
         self.errors = 0
         self.calls: list[ToolCall] = []
         self.done = False
+        self.attempts = 0
+        self.rejections: list[str] = []
+        self.generator_seed: int | None = None
+        self.verify = True
+        self._twin: Environment | None = None
+        self._twin_seed: int | None = None
 
     # -- what a family implements ------------------------------------------------------------
 
@@ -104,6 +120,10 @@ class Environment(ABC):
     def _generate(self, seed: int) -> str:
         """Build the episode's hidden state for `seed`; return the task text the user sends."""
 
+    def _reject(self) -> str | None:
+        """Why the episode just generated is unusable (None when it passes); it is then regenerated."""
+        return None
+
     @abstractmethod
     def _call(self, call: ToolCall) -> Any:
         """Run one validated tool call; return a JSON-serialisable result or raise ToolError."""
@@ -113,8 +133,36 @@ class Environment(ABC):
         """Reward in [0, 1] for the episode ending with `final_answer`, plus its breakdown."""
 
     @abstractmethod
+    def _oracle(self) -> list[str]:
+        """Assistant turns that earn reward 1.0 on the freshly generated (not yet stepped) episode."""
+
+    def _wrong(self) -> list[list[str]]:
+        """Plausible wrong trajectories for the fresh episode; each must earn less than 1."""
+        return []
+
+    def _hint(self) -> str:
+        return ""
+
+    def _fresh(self, seed: int) -> "Environment":
+        """A twin environment freshly reset to `seed` (cached for the last seed asked)."""
+        if self._twin is None or self._twin_seed != seed:
+            twin = type(self)(self.config)
+            if seed == self.seed:  # already verified here: rebuild the accepted episode directly
+                twin.verify = False
+                twin.reset(self.generator_seed)
+            else:
+                twin.verify = self.verify
+                twin.reset(seed)
+            self._twin, self._twin_seed = twin, seed
+        return self._twin
+
     def oracle(self, seed: int) -> list[str]:
         """Assistant turns (tool calls, then a final answer) that earn reward 1.0 on `seed`."""
+        return self._fresh(seed)._oracle()
+
+    def wrong_trajectories(self, seed: int) -> list[list[str]]:
+        """Plausible wrong solutions of `seed`, which the verifier must score below 1.0."""
+        return self._fresh(seed)._wrong()
 
     def gold_answer(self, seed: int) -> str:
         """The text turn credit teacher-forces: by default the oracle's final answer."""
@@ -122,7 +170,7 @@ class Environment(ABC):
 
     def hint(self, seed: int) -> str:
         """Guidance added to the system prompt of some rollouts (stripped before the update)."""
-        return ""
+        return self._fresh(seed)._hint()
 
     # -- the shared episode loop ---------------------------------------------------------------
 
@@ -134,9 +182,27 @@ class Environment(ABC):
         return asdict(self.config)
 
     def reset(self, seed: int) -> str:
-        """Start the episode for `seed`; returns the first user message."""
+        """Start the episode for `seed`; returns the first user message.
+
+        Attempt 0 generates from `seed` itself; an episode that `_reject` or (when `self.verify`)
+        the oracle checks of `tracegym.synth_envs.checks` reject is regenerated from derived seeds
+        (`derive_seed(seed, attempt)`), so the accepted episode is still a pure function of `seed`.
+        """
+        from tracegym.synth_envs.checks import verify_generated
+
         self.seed, self.turns, self.errors, self.calls, self.done = seed, 0, 0, [], False
-        return self._generate(seed)
+        self.rejections = []
+        for attempt in range(self.max_attempts):
+            self.attempts = attempt + 1
+            self.generator_seed = derive_seed(seed, attempt)
+            task = self._generate(self.generator_seed)
+            problem = self._reject()
+            if problem is None and self.verify:
+                problem = verify_generated(self, self.generator_seed)
+            if problem is None:
+                return task
+            self.rejections.append(problem)
+        raise RuntimeError(f"{self.name}: no acceptable episode for seed {seed} in {self.max_attempts} attempts: {self.rejections[-3:]}")
 
     def step(self, action: str) -> StepResult:
         """Apply one assistant turn. Tool calls are answered; plain text ends the episode."""

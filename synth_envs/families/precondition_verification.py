@@ -1,0 +1,208 @@
+"""Precondition verification: act only when the state and the policy permit, and check first.
+
+A customer asks to cancel an order, change its shipping address or refund it. Policy rules:
+R1 only pending orders can be cancelled or re-addressed; R2 only delivered orders can be refunded;
+R3 address changes and refunds need a verified account; R4 refunds only within 30 days of
+delivery. Some requests break exactly one rule and must be refused naming it. Reward for a
+permitted request: 0.5 the right write (and no other) + 0.25 every needed record checked before
+the first write + 0.25 answer "DONE"; for a forbidden one: 0.5 no write + 0.25 the record that
+shows the broken rule was checked + 0.25 answer "REFUSED: R<k>" (0.1 for a refusal naming the
+wrong rule). Writing without checking loses the check credit. Knobs: orders of the customer,
+share of forbidden requests, conditions per request (1-3).
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import re
+from dataclasses import astuple, dataclass
+from typing import Any
+
+from tracegym.schema import ToolCall
+from tracegym.synth_envs.base import Environment, ToolError
+from tracegym.synth_envs.common import call, calls, person_name
+from tracegym.synth_envs.registry import register
+
+# request -> (write tool, rules it needs, records those rules read)
+REQUESTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "cancel": ("cancel_order", ("R1",)),
+    "change_address": ("update_address", ("R1", "R3")),
+    "refund": ("refund_order", ("R2", "R3", "R4")),
+}
+RULE_RECORD = {"R1": "order", "R2": "order", "R3": "user", "R4": "order"}
+POLICY = (
+    "R1: only orders with status 'pending' can be cancelled or have their address changed.\n"
+    "R2: only orders with status 'delivered' can be refunded.\n"
+    "R3: address changes and refunds require a verified account.\n"
+    "R4: refunds are allowed only within 30 days of delivery."
+)
+STREETS = ("Elm St", "Harbour Rd", "Mill Lane", "Cedar Ave", "King St", "Bay Rd")
+
+
+@dataclass
+class Config:
+    """Difficulty knobs: orders on the account, share of forbidden requests, max conditions (1-3)."""
+
+    n_orders: int = 4
+    forbidden_share: float = 0.5
+    max_conditions: int = 3
+
+
+@dataclass(frozen=True)
+class _World:
+    user: dict[str, Any]
+    orders: dict[str, dict[str, Any]]
+    request: str
+    order_id: str
+    address: str
+    broken: str | None
+
+
+def _order_ok(rule: str, order: dict[str, Any], user: dict[str, Any]) -> bool:
+    return {"R1": order["status"] == "pending", "R2": order["status"] == "delivered",
+            "R3": user["verified"], "R4": order["status"] != "delivered" or order["days_since_delivery"] <= 30}[rule]
+
+
+@functools.lru_cache(maxsize=512)
+def _world(seed: int, n_orders: int, forbidden_share: float, max_conditions: int) -> _World:
+    rng = random.Random(seed)
+    allowed_requests = [r for r, (_, rules) in REQUESTS.items() if len(rules) <= max(max_conditions, 1)]
+    request = rng.choice(allowed_requests)
+    rules = REQUESTS[request][1]
+    broken = rng.choice(rules) if rng.random() < forbidden_share else None
+    user = {"user_id": f"U-{rng.randrange(1000, 9999)}", "name": person_name(rng), "verified": broken != "R3"}
+    orders: dict[str, dict[str, Any]] = {}
+    for _ in range(max(n_orders, 1)):
+        status = rng.choice(["pending", "shipped", "delivered", "cancelled"])
+        orders[f"#{rng.randrange(100_000, 999_999)}"] = {
+            "status": status, "total": round(rng.uniform(10, 500), 2), "address": f"{rng.randrange(1, 99)} {rng.choice(STREETS)}",
+            "days_since_delivery": rng.randrange(1, 90) if status == "delivered" else None}
+    order_id = rng.choice(sorted(orders))
+    target = orders[order_id]
+    # make the target satisfy every rule except `broken`
+    if "R1" in rules:
+        target["status"] = "shipped" if broken == "R1" else "pending"
+        target["days_since_delivery"] = None
+    if "R2" in rules:
+        target["status"] = rng.choice(["shipped", "pending"]) if broken == "R2" else "delivered"
+        target["days_since_delivery"] = None if broken == "R2" else rng.randrange(1, 31)
+    if "R4" in rules and broken == "R4":
+        target["days_since_delivery"] = rng.randrange(31, 120)
+    address = f"{rng.randrange(1, 99)} {rng.choice(STREETS)}"
+    return _World(user, orders, request, order_id, address, broken)
+
+
+@register(aliases=("policy_compliance", "precondition_checking", "verify_before_acting"))
+class PreconditionVerification(Environment):
+    name = "precondition_verification"
+    capability = "precondition_verification"
+    description = (
+        "Verifying that the preconditions of an action hold, by looking up the current state of "
+        "records and checking policy rules, before taking a state-changing action; refusing "
+        "requests the policy forbids instead of executing them."
+    )
+    Config = Config
+    max_turns = 8
+    _OID = {"type": "string", "description": "order id, e.g. #123456"}
+    _TOOLS = [
+        {"name": "get_order", "description": "An order's status, total, address and days since delivery.",
+         "parameters": {"type": "object", "properties": {"order_id": _OID}, "required": ["order_id"]}},
+        {"name": "get_user", "description": "The customer's account, including whether it is verified.",
+         "parameters": {"type": "object", "properties": {"user_id": {"type": "string"}}, "required": ["user_id"]}},
+        {"name": "cancel_order", "description": "Cancel an order.",
+         "parameters": {"type": "object", "properties": {"order_id": _OID}, "required": ["order_id"]}},
+        {"name": "update_address", "description": "Change an order's shipping address.",
+         "parameters": {"type": "object", "properties": {"order_id": _OID, "address": {"type": "string"}}, "required": ["order_id", "address"]}},
+        {"name": "refund_order", "description": "Refund an order in full.",
+         "parameters": {"type": "object", "properties": {"order_id": _OID}, "required": ["order_id"]}},
+    ]
+    _WRITES = ("cancel_order", "update_address", "refund_order")
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        return self._TOOLS
+
+    @property
+    def instructions(self) -> str:
+        return (
+            "You are a customer-service agent. Follow this policy strictly:\n" + POLICY + "\n"
+            "Check the records a rule depends on before any change. When finished, answer 'DONE' if "
+            "you carried out the request, or 'REFUSED: <rule id>' naming the rule that forbids it."
+        )
+
+    def _generate(self, seed: int) -> str:
+        self.world = _world(seed, *astuple(self.config))
+        self.status = {oid: o["status"] for oid, o in self.world.orders.items()}
+        w = self.world
+        ask = {"cancel": f"Please cancel my order {w.order_id}.",
+               "change_address": f"Please ship my order {w.order_id} to {w.address} instead.",
+               "refund": f"I want a refund for order {w.order_id}."}[w.request]
+        return f"Hi, I'm {w.user['name']} (user id {w.user['user_id']}). {ask}"
+
+    def _call(self, call_: ToolCall) -> Any:
+        args, w = call_.arguments, self.world
+        if call_.name == "get_user":
+            if args["user_id"] != w.user["user_id"]:
+                raise ToolError(f"no user with id {args['user_id']!r}")
+            return {**w.user, "orders": sorted(w.orders)}
+        order = w.orders.get(args["order_id"])
+        if order is None:
+            raise ToolError(f"no order with id {args['order_id']!r}")
+        if call_.name == "get_order":
+            return {"order_id": args["order_id"], **order, "status": self.status[args["order_id"]]}
+        self.status[args["order_id"]] = {"cancel_order": "cancelled", "update_address": self.status[args["order_id"]],
+                                         "refund_order": "refunded"}[call_.name]
+        return {"ok": True}
+
+    def _needed_reads(self) -> set[str]:
+        w = self.world
+        rules = (w.broken,) if w.broken else REQUESTS[w.request][1]
+        return {RULE_RECORD[rule] for rule in rules}
+
+    def _score(self, final_answer: str) -> tuple[float, dict[str, Any]]:
+        w = self.world
+        write_tool = REQUESTS[w.request][0]
+        writes = [c for c in self.calls if c.name in self._WRITES]
+        first_write = next((n for n, c in enumerate(self.calls) if c.name in self._WRITES), len(self.calls))
+        read = {"order" if c.name == "get_order" and c.arguments.get("order_id") == w.order_id else
+                "user" if c.name == "get_user" else "" for c in self.calls[:first_write]}
+        checked = self._needed_reads() <= read
+        answer = final_answer.strip().upper()
+        refused = re.match(r"REFUSED\W*(R\d)?", answer)
+        if w.broken is None:
+            right_write = (len(writes) == 1 and writes[0].name == write_tool and writes[0].arguments.get("order_id") == w.order_id
+                           and (write_tool != "update_address" or writes[0].arguments.get("address", "").strip() == w.address))
+            action, verdict = float(right_write), float(answer.startswith("DONE"))
+        else:
+            action = float(not writes)
+            verdict = 1.0 if refused and refused.group(1) == w.broken else 0.1 if refused else 0.0
+        reward = 0.5 * action + 0.25 * checked + 0.25 * verdict
+        return round(reward, 6), {"forbidden": w.broken, "action": action, "checked_first": checked, "verdict": verdict}
+
+    def _reads(self) -> str:
+        w = self.world
+        pairs = [("get_order", {"order_id": w.order_id})]
+        if "user" in self._needed_reads():
+            pairs.append(("get_user", {"user_id": w.user["user_id"]}))
+        return calls(*pairs)
+
+    def _write(self) -> str:
+        w = self.world
+        tool = REQUESTS[w.request][0]
+        return call(tool, order_id=w.order_id, **({"address": w.address} if tool == "update_address" else {}))
+
+    def _oracle(self) -> list[str]:
+        if self.world.broken:
+            return [self._reads(), f"REFUSED: {self.world.broken}"]
+        return [self._reads(), self._write(), "DONE"]
+
+    def _wrong(self) -> list[list[str]]:
+        if self.world.broken:
+            other = next(r for r in ("R1", "R2", "R3", "R4") if r != self.world.broken)
+            return [[self._reads(), self._write(), "DONE"], [self._write(), "DONE"], [self._reads(), f"REFUSED: {other}"]]
+        return [[self._write(), "DONE"], [self._reads(), "REFUSED: R1"], [self._reads(), "DONE"]]
+
+    def _hint(self) -> str:
+        rules = ", ".join(REQUESTS[self.world.request][1])
+        return f"This request is governed by {rules}: look up the order (and the account if R3 applies) before deciding."

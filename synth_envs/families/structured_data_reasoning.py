@@ -1,0 +1,246 @@
+"""Structured data reasoning: answer a question that needs filters, a join and an aggregate
+across several tool results.
+
+The agent finds the customers of a city (optionally of one tier), lists each one's orders, keeps
+the orders that satisfy every constraint (category, status, month range) and reports a count,
+sum or maximum. Reward: 0.7 for the exact answer + 0.3 × the share of qualifying customers whose
+orders were actually looked up. Knobs: customers, orders per customer, constraints (1-4).
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from dataclasses import astuple, dataclass, field
+from typing import Any
+
+from tracegym.schema import ToolCall
+from tracegym.synth_envs.base import Environment, ToolError
+from tracegym.synth_envs.common import call, calls, last_number, person_name
+from tracegym.synth_envs.registry import register
+
+CITIES = ["Lisbon", "Osaka", "Denver", "Nairobi", "Quito", "Oslo"]
+TIERS = ["bronze", "silver", "gold"]
+CATEGORIES = ["books", "garden", "toys", "audio", "kitchen"]
+STATUSES = ["delivered", "returned", "pending"]
+AGGREGATES = ("count", "sum", "max")
+
+
+@dataclass
+class Config:
+    """Difficulty knobs: customers in the store, orders per customer, constraints (1-4)."""
+
+    n_customers: int = 24
+    orders_per_customer: int = 4
+    n_constraints: int = 2
+
+
+@dataclass
+class _State:
+    customers: list[dict[str, Any]]
+    orders: dict[str, list[dict[str, Any]]]
+    city: str
+    constraints: dict[str, Any]
+    aggregate: str
+    qualifying: list[str] = field(default_factory=list)
+    answer: float = 0.0
+    looser_answer: float = 0.0
+
+
+def _keep(order: dict[str, Any], constraints: dict[str, Any]) -> bool:
+    if "category" in constraints and order["category"] != constraints["category"]:
+        return False
+    if "status" in constraints and order["status"] != constraints["status"]:
+        return False
+    if "months" in constraints:
+        low, high = constraints["months"]
+        if not low <= order["month"] <= high:
+            return False
+    return True
+
+
+def _aggregate(orders: list[dict[str, Any]], kind: str) -> float:
+    if kind == "count":
+        return float(len(orders))
+    amounts = [o["amount"] for o in orders]
+    if kind == "sum":
+        return round(sum(amounts), 2)
+    return max(amounts) if amounts else 0.0
+
+
+def _format(value: float, kind: str) -> str:
+    return str(int(value)) if kind == "count" else f"{value:.2f}"
+
+
+@functools.lru_cache(maxsize=512)
+def _world(seed: int, n_customers: int, orders_per_customer: int, n_constraints: int) -> _State:
+    """The (read-only) episode for a generator seed and knobs, memoised: checks replay it often."""
+    rng = random.Random(seed)
+    customers, orders = [], {}
+    for index in range(n_customers):
+        cid = f"C-{1000 + index * 7 + rng.randrange(7)}"
+        customers.append({"customer_id": cid, "name": person_name(rng), "tier": rng.choice(TIERS), "city": rng.choice(CITIES)})
+        orders[cid] = [
+            {
+                "order_id": f"O-{rng.randrange(10_000, 99_999)}",
+                "category": rng.choice(CATEGORIES),
+                "status": rng.choice(STATUSES),
+                "amount": round(rng.uniform(5, 400), 2),
+                "month": f"2024-{rng.randrange(1, 13):02d}",
+            }
+            for _ in range(rng.randrange(1, 2 * orders_per_customer))
+        ]
+    anchor = rng.choice(customers)
+    city = anchor["city"]
+    anchor_order = rng.choice(orders[anchor["customer_id"]])
+    kinds = rng.sample(["tier", "category", "status", "months"], min(max(n_constraints, 1), 4))
+    constraints: dict[str, Any] = {}
+    for kind in kinds:
+        if kind == "tier":
+            constraints["tier"] = anchor["tier"]
+        elif kind == "category":
+            constraints["category"] = anchor_order["category"]
+        elif kind == "status":
+            constraints["status"] = anchor_order["status"]
+        else:
+            start = rng.randrange(1, 10)
+            constraints["months"] = (f"2024-{start:02d}", f"2024-{start + rng.randrange(2, 4):02d}")
+    aggregate = rng.choice(AGGREGATES)
+    state = _State(customers, orders, city, constraints, aggregate)
+    state.qualifying = [c["customer_id"] for c in customers if c["city"] == city and c["tier"] == constraints.get("tier", c["tier"])]
+    kept = [o for cid in state.qualifying for o in orders[cid] if _keep(o, constraints)]
+    state.answer = _aggregate(kept, aggregate)
+    last = kinds[-1]
+    looser = {k: v for k, v in constraints.items() if k != last}
+    pool = [c["customer_id"] for c in customers if c["city"] == city and c["tier"] == looser.get("tier", c["tier"])]
+    state.looser_answer = _aggregate([o for cid in pool for o in orders[cid] if _keep(o, looser)], aggregate)
+    return state
+
+
+
+@register(aliases=("data_reasoning", "structured_reasoning", "record_aggregation"))
+class StructuredDataReasoning(Environment):
+    name = "structured_data_reasoning"
+    capability = "structured_data_reasoning"
+    description = (
+        "Reasoning over structured records returned by tools: filtering by several constraints, "
+        "joining records across tool results (customers to orders), and computing aggregates such "
+        "as counts, sums and maxima correctly from the data rather than guessing."
+    )
+    Config = Config
+    max_turns = 8
+    _TOOLS = [
+        {
+            "name": "find_customers",
+            "description": "Customers living in a city, optionally of one loyalty tier.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string", "enum": CITIES},
+                    "tier": {"type": "string", "enum": TIERS},
+                },
+                "required": ["city"],
+            },
+        },
+        {
+            "name": "list_orders",
+            "description": "All orders of one customer: order_id, category, status, amount (USD), month (YYYY-MM).",
+            "parameters": {
+                "type": "object",
+                "properties": {"customer_id": {"type": "string"}},
+                "required": ["customer_id"],
+            },
+        },
+    ]
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        return self._TOOLS
+
+    @property
+    def instructions(self) -> str:
+        return (
+            "You are a data analyst for an online store. Answer the user's question exactly, "
+            "using only data returned by the tools. End with the final number on its own."
+        )
+
+    def _generate(self, seed: int) -> str:
+        self.state = _world(seed, *astuple(self.config))
+        return self._question(self.state)
+
+    @staticmethod
+    def _question(state: _State) -> str:
+        c = state.constraints
+        who = f"{c['tier']}-tier customers" if "tier" in c else "customers"
+        parts = []
+        if "category" in c:
+            parts.append(f"in the {c['category']} category")
+        if "status" in c:
+            parts.append(f"with status '{c['status']}'")
+        if "months" in c:
+            parts.append(f"placed from {c['months'][0]} to {c['months'][1]} inclusive")
+        what = {"count": "How many orders", "sum": "What is the total amount in USD of the orders",
+                "max": "What is the largest single order amount in USD among the orders"}[state.aggregate]
+        return f"{what} of {who} in {state.city} {' and '.join(parts)}?".replace("  ", " ")
+
+    def _reject(self) -> str | None:
+        state = self.state
+        if not state.qualifying:
+            return "no customer qualifies"
+        if state.answer == 0:
+            return "the answer is zero (guessable)"
+        if state.answer == state.looser_answer:
+            return "the last constraint does not change the answer"
+        return None
+
+    def _call(self, call_: ToolCall) -> Any:
+        args = call_.arguments
+        if call_.name == "find_customers":
+            return [
+                {"customer_id": c["customer_id"], "name": c["name"], "tier": c["tier"]}
+                for c in self.state.customers
+                if c["city"] == args["city"] and ("tier" not in args or c["tier"] == args["tier"])
+            ]
+        orders = self.state.orders.get(args["customer_id"])
+        if orders is None:
+            raise ToolError(f"no customer with id {args['customer_id']!r}")
+        return orders
+
+    def _score(self, final_answer: str) -> tuple[float, dict[str, Any]]:
+        state = self.state
+        value = last_number(final_answer)
+        correct = value is not None and abs(value - state.answer) <= 0.005
+        listed = {c.arguments.get("customer_id") for c in self.calls if c.name == "list_orders"}
+        coverage = sum(cid in listed for cid in state.qualifying) / len(state.qualifying)
+        reward = 0.7 * correct + 0.3 * coverage
+        return round(reward, 6), {"answer_correct": correct, "coverage": coverage, "expected": state.answer}
+
+    def _oracle(self) -> list[str]:
+        state = self.state
+        find = {"city": state.city, **({"tier": state.constraints["tier"]} if "tier" in state.constraints else {})}
+        customers = [c["customer_id"] for c in state.customers if c["city"] == state.city]
+        if "tier" in state.constraints:
+            customers = state.qualifying
+        return [
+            call("find_customers", **find),
+            calls(*[("list_orders", {"customer_id": cid}) for cid in customers]),
+            f"The answer is {_format(state.answer, state.aggregate)}",
+        ]
+
+    def _wrong(self) -> list[list[str]]:
+        state = self.state
+        oracle = self._oracle()
+        off = state.answer + (1 if state.aggregate == "count" else 10.0)
+        wrong = [
+            oracle[:-1] + [f"The answer is {_format(state.looser_answer, state.aggregate)}"],
+            oracle[:-1] + [f"The answer is {_format(off, state.aggregate)}"],
+            [oracle[0], f"The answer is {_format(state.answer, state.aggregate)}"],
+        ]
+        return wrong
+
+    def _hint(self) -> str:
+        filters = ", ".join(f"{k}={v}" for k, v in self.state.constraints.items())
+        return (
+            f"Call find_customers for {self.state.city}, then list_orders for every customer returned; "
+            f"keep only orders matching {filters}; then compute the {self.state.aggregate}."
+        )
