@@ -1,0 +1,68 @@
+"""A small two-step lookup-then-answer environment for the adapter tests (not a product family).
+
+The user asks for the value stored under a key; the `lookup` tool returns it. Reward: 1.0 for the
+right value, 0.3 for a final answer after looking up the right key but answering wrong, else 0.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from tracegym.schema import ToolCall
+from tracegym.synth_envs.base import Environment, ToolError
+from tracegym.toolcalls import render_tool_call
+
+
+@dataclass
+class LookupConfig:
+    keys: int = 4
+
+
+class LookupEnv(Environment):
+    name = "lookup_test"
+    capability = "tool_calling_precision"
+    description = "Look a key up, then answer with its value."
+    Config = LookupConfig
+    max_turns = 3
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": "lookup",
+                "description": "Value stored under a key.",
+                "parameters": {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]},
+            }
+        ]
+
+    @property
+    def instructions(self) -> str:
+        return "Answer with the value stored under the key the user names."
+
+    def _generate(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.table = {f"k{i}": str(rng.randrange(100, 1000)) for i in range(self.config.keys)}
+        self.key = rng.choice(sorted(self.table))
+        return f"What is the value of {self.key}?"
+
+    def _call(self, call: ToolCall) -> Any:
+        if call.arguments["key"] not in self.table:
+            raise ToolError(f"no key {call.arguments['key']!r}")
+        return {"value": self.table[call.arguments["key"]]}
+
+    def _score(self, final_answer: str) -> tuple[float, dict[str, Any]]:
+        looked = any(c.arguments.get("key") == self.key for c in self.calls)
+        right = final_answer.strip() == self.table[self.key]
+        return (1.0 if right else 0.3 if looked else 0.0), {"looked_up": looked, "right": right}
+
+    def _oracle(self) -> list[str]:
+        return [render_tool_call("lookup", {"key": self.key}), self.table[self.key]]
+
+    def _wrong(self) -> list[list[str]]:
+        wrong = str(int(self.table[self.key]) + 1)
+        return [[render_tool_call("lookup", {"key": self.key}), wrong], [self.table[self.key] + "?"]]
+
+    def _hint(self) -> str:
+        return f"call lookup with key {self.key}, then reply with the value alone."
