@@ -1,0 +1,114 @@
+"""The diagnosis pipeline over ingested trajectories: contrast, attribute, label, select.
+
+`diagnose` returns a `Diagnosis` holding the CapabilityReport and everything the written report
+quotes. Without a judge the deterministic detectors label (one run, N = K = 1); with one, its N
+runs label and K-of-N applies. Failures not attributed to the agent, and runs with no grade,
+are left out of the statistics unless `count_all_failures`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tracegym.analysis.attribution import FailureSource, attribute_deterministic, merge_judged, split
+from tracegym.analysis.catalogue import catalogue_for
+from tracegym.analysis.contrast import GoldChange, TaskContrast, contrast, failing_for_every_agent, gold_changes, task_key
+from tracegym.analysis.detectors import label_deterministic
+from tracegym.analysis.judge import JudgeResult, LLMJudge
+from tracegym.analysis.llm_client import ChatClient
+from tracegym.analysis.proposer import propose
+from tracegym.analysis.selection import Outcome, SelectionParams, select
+from tracegym.schema import Capability, CapabilityReport, Label, Trajectory
+
+
+@dataclass
+class Diagnosis:
+    """The report plus the labels, attributions, contrasts and judge bookkeeping behind it."""
+
+    report: CapabilityReport
+    trajectories: list[Trajectory]
+    labels: list[Label]
+    sources: dict[str, FailureSource]
+    contrasts: list[TaskContrast]
+    gold_changed: dict[str, GoldChange]
+    judge: dict[str, JudgeResult] = field(default_factory=dict)
+    proposed: list[Capability] = field(default_factory=list)
+
+
+def attach_gold_patches(trajectories: list[Trajectory], path: Path) -> int:
+    """Put reference fixes into `diagnostics.gold_patch` by task id, from a JSON object
+    {instance_id: patch} or JSONL lines {"instance_id", "patch"}; returns how many matched."""
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        loaded = json.loads(text)
+        patches = loaded if isinstance(loaded, dict) else {r["instance_id"]: r["patch"] for r in loaded}
+    except json.JSONDecodeError:
+        patches = {r["instance_id"]: r["patch"] for r in map(json.loads, filter(str.strip, text.splitlines()))}
+    matched = 0
+    for trajectory in trajectories:
+        if trajectory.task_id in patches:
+            trajectory.diagnostics["gold_patch"] = patches[trajectory.task_id]
+            matched += 1
+    return matched
+
+
+def counted_outcomes(trajectories: list[Trajectory], sources: dict[str, FailureSource],
+                     count_all_failures: bool) -> dict[str, Outcome]:
+    """Successes and the failures that count (agent-caused unless `count_all_failures`)."""
+    return {
+        t.id: Outcome(task_key(t), t.success)
+        for t in trajectories
+        if t.reward is not None and (t.success or count_all_failures or sources[t.id].source == "agent")
+    }
+
+
+def diagnose(trajectories: list[Trajectory], inputs: list[Path], params: SelectionParams = SelectionParams(k=1, n=1),
+             judge: LLMJudge | None = None, proposer: ChatClient | None = None, count_all_failures: bool = False,
+             progress: bool = False) -> Diagnosis:
+    """Run the whole analysis; `inputs` are the paths the trajectories came from (used to find
+    the reference task sets beside them)."""
+    capabilities = catalogue_for({t.source.benchmark for t in trajectories})
+    contrasts = contrast(trajectories)
+    changed = gold_changes(trajectories, inputs)
+    sources = attribute_deterministic(trajectories, changed)
+    judged: dict[str, JudgeResult] = {}
+    proposed: list[Capability] = []
+    if proposer is not None:
+        proposed = propose(proposer, contrasts, {t.id: t for t in trajectories}, capabilities)
+        capabilities = capabilities + proposed
+    if judge is not None:
+        undetermined = [t for t in trajectories if t.id in sources and sources[t.id].method == "default"]
+        attributed, judged["attribution"] = judge.attribute_failures(undetermined, progress=progress)
+        sources = merge_judged(sources, attributed)
+        judged["labels"] = judge.label(trajectories, capabilities, progress=progress)
+        labels = judged["labels"].labels
+    else:
+        labels = label_deterministic(trajectories, capabilities, progress=progress)
+    report = select(capabilities, labels, counted_outcomes(trajectories, sources, count_all_failures), params)
+    by_task: dict[str, int] = {}
+    for found in sources.values():
+        if found.source == "benchmark":
+            key = task_key(next(t for t in trajectories if t.id == found.trajectory_id))
+            by_task[key] = by_task.get(key, 0) + 1
+    report.possible_benchmark_errors = failing_for_every_agent(trajectories) + [
+        {"task": key, "reason": change.reason, "failures_attributed_to_benchmark": by_task.get(key, 0)}
+        for key, change in sorted(changed.items())
+    ]
+    report.failure_sources = split(sources)
+    report.inputs = [str(p) for p in inputs]
+    report.params.update({
+        "labeller": f"judge:{judge.client.model}" if judge else "deterministic",
+        "count_all_failures": count_all_failures,
+        "trajectories": len(trajectories),
+        "contrasted_tasks": len(contrasts),
+    })
+    if judge is not None:
+        report.params["judge"] = {
+            "model": judge.client.model, "runs": judge.runs, "temperature": judge.temperature, "retries": judge.retries,
+            "prompt": judged["labels"].prompt,
+            **{f"{name}_{key}": getattr(result, key) for name, result in judged.items()
+               for key in ("calls", "retried", "malformed")},
+        }
+    return Diagnosis(report, trajectories, labels, sources, contrasts, changed, judged, proposed)

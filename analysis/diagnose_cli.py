@@ -1,0 +1,125 @@
+"""`tracegym diagnose PATH... --out DIR`: find the capabilities an agent lacks, with evidence.
+
+PATHs are run files or folders (anything `tracegym ingest` reads) or a trajectories.jsonl that
+`tracegym ingest` wrote. Writes capabilities.json, report.md, coverage_delta.png, labels.jsonl and
+failure_sources.jsonl into DIR and prints the selection table.
+Without --judge-url the deterministic detectors label (N = K = 1); with it, the judge labels in
+--judge-runs runs and K defaults to 80% of them (the paper's 8 of 10).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+from tracegym.analysis.diagnose import Diagnosis, attach_gold_patches, diagnose
+from tracegym.analysis.ingest import IngestError, ingest_paths
+from tracegym.analysis.judge import LLMJudge
+from tracegym.analysis.llm_client import OpenAIChatClient
+from tracegym.analysis.report import write_outputs
+from tracegym.analysis.selection import SelectionParams
+from tracegym.cli import UserError
+from tracegym.schema import Trajectory, read_jsonl
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("diagnose", help="contrastive capability diagnosis of agent runs")
+    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="run files/folders or an ingested trajectories.jsonl")
+    parser.add_argument("--out", type=Path, required=True, help="output folder")
+    parser.add_argument("--keep-going", action="store_true", help="skip bad input records (listed) instead of stopping")
+    parser.add_argument("--judge-url", help="OpenAI-compatible API base, e.g. http://127.0.0.1:8000/v1 (key: OPENAI_API_KEY)")
+    parser.add_argument("--judge-model", default="judge", help="model name sent to the judge endpoint")
+    parser.add_argument("--judge-runs", type=int, default=10, help="independent judge labelling runs N (default 10)")
+    parser.add_argument("--judge-retries", type=int, default=2, help="retries of a malformed judge answer (default 2)")
+    parser.add_argument("--judge-workers", type=int, default=4, help="concurrent judge requests (default 4)")
+    parser.add_argument("--propose", action="store_true", help="ask the judge model to propose new capabilities")
+    parser.add_argument("--rho", type=float, default=0.10, help="minimum coverage ρ (default 0.10)")
+    parser.add_argument("--delta", type=float, default=0.20, help="minimum Δ δ (default 0.20)")
+    parser.add_argument("--k", type=int, default=None, help="runs that must pass (default: 1 deterministic, 80%% of N judged)")
+    parser.add_argument("--n", type=int, default=None, help="labelling runs expected (default: 1 deterministic, --judge-runs)")
+    parser.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples over tasks (default 1000)")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    parser.add_argument("--count-all-failures", action="store_true", help="count user-simulator and benchmark failures too")
+    parser.add_argument("--gold-patches", type=Path, help="SWE-bench reference fixes: JSON {instance_id: patch} or JSONL")
+    parser.set_defaults(run=run)
+
+
+def load(paths: list[Path], keep_going: bool) -> list[Trajectory]:
+    """Trajectories from ingested JSONL files and from raw runs (through `ingest_paths`)."""
+    ingested = [p for p in paths if p.is_file() and p.suffix == ".jsonl" and _is_trajectory_jsonl(p)]
+    raw = [p for p in paths if p not in ingested]
+    trajectories: list[Trajectory] = []
+    for path in ingested:
+        try:
+            trajectories.extend(read_jsonl(path))
+        except ValueError as error:
+            raise UserError(str(error)) from None
+    if raw:
+        try:
+            trajectories.extend(ingest_paths(raw, keep_going=keep_going).trajectories)
+        except IngestError as error:
+            raise UserError(f"{error} (use --keep-going to skip it and diagnose the rest)") from None
+    return trajectories
+
+
+def _is_trajectory_jsonl(path: Path) -> bool:
+    with path.open(encoding="utf-8") as handle:
+        first = next((line for line in handle if line.strip()), "")
+    try:
+        record = json.loads(first)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(record, dict) and {"id", "task_id", "source", "messages"} <= record.keys()
+
+
+def run(args: argparse.Namespace) -> int:
+    for path in args.paths:
+        if not path.exists():
+            raise UserError(f"{path}: no such file or folder")
+    trajectories = load(args.paths, args.keep_going)
+    if not trajectories:
+        raise UserError(f"no trajectories found in {', '.join(map(str, args.paths))}")
+    if args.gold_patches:
+        try:
+            attach_gold_patches(trajectories, args.gold_patches)
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise UserError(f"{args.gold_patches}: not a gold-patch file ({error})") from None
+    judge = None
+    n, k = args.n or 1, args.k or 1
+    if args.judge_url:
+        client = OpenAIChatClient(args.judge_url, args.judge_model)
+        judge = LLMJudge(client, runs=args.judge_runs, retries=args.judge_retries, workers=args.judge_workers)
+        n = args.n or args.judge_runs
+        k = args.k or max(1, math.ceil(0.8 * n))
+    elif args.propose:
+        raise UserError("--propose needs --judge-url (the proposer is an LLM)")
+    if k > n:
+        raise UserError(f"--k {k} is more than the {n} labelling runs")
+    params = SelectionParams(rho=args.rho, delta=args.delta, k=k, n=n, bootstrap=args.bootstrap, seed=args.seed)
+    diagnosis = diagnose(trajectories, args.paths, params, judge=judge, proposer=judge.client if args.propose else None,
+                         count_all_failures=args.count_all_failures, progress=True)
+    path = write_outputs(diagnosis, args.out)
+    print(summary(diagnosis))
+    print(f"wrote {args.out / 'capabilities.json'} and {path}")
+    return 0
+
+
+def summary(diagnosis: Diagnosis) -> str:
+    """The selection table printed to the terminal."""
+    report = diagnosis.report
+    lines = [f"{'capability':<30} {'Cov':>5} {'Δ':>6} {'Δ 95% CI':>15} {'paired':>7} {'pass':>5}  selected",
+             "-" * 82]
+    for s in report.capabilities:
+        covs = [c for c in s.cov if c is not None]
+        cov = f"{sum(covs) / len(covs):.2f}" if covs else "–"
+        delta = f"{s.delta_mean:+.2f}" if s.delta_mean is not None else "–"
+        ci = f"[{s.delta_ci[0]:+.2f},{s.delta_ci[1]:+.2f}]" if s.delta_ci else "–"
+        paired = f"{s.paired_delta:+.2f}" if s.paired_delta is not None else "–"
+        lines.append(f"{s.capability.name:<30} {cov:>5} {delta:>6} {ci:>15} {paired:>7} {s.runs_passed:>2}/{report.params['n']:<2}  "
+                     f"{'yes' if s.selected else 'no'}")
+    sources = ", ".join(f"{k} {v}" for k, v in report.failure_sources.items())
+    lines.append(f"failure sources: {sources}; union coverage of selected: "
+                 f"{report.union_coverage:.2f}" if report.union_coverage is not None else f"failure sources: {sources}")
+    return "\n".join(lines)
