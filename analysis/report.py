@@ -32,7 +32,7 @@ def plot_coverage_delta(report: CapabilityReport, path: Path) -> None:
     figure, axes = plt.subplots(figsize=(7, 5))
     for stats in report.capabilities:
         cov, delta = _mean(stats.cov), stats.delta_mean
-        if delta is None:
+        if delta is None or cov is None:
             continue
         axes.scatter(cov, delta, s=60, color="tab:red" if stats.selected else "white", edgecolors="tab:red", zorder=3)
         if stats.delta_ci:

@@ -176,7 +176,7 @@ def select(capabilities: list[Capability], labels: list[Label], outcomes: dict[s
         ]
         stats.append(CapabilityStats(
             capability=capability,
-            cov=[c if c is not None else 0.0 for c, _, _, _ in per_run],
+            cov=[c for c, _, _, _ in per_run],
             er_minus=[e for _, e, _, _ in per_run],
             er_plus=[e for _, _, e, _ in per_run],
             delta=[d for _, _, _, d in per_run],

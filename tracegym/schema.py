@@ -109,7 +109,7 @@ class CapabilityStats(BaseModel):
     """Selection statistics of one capability over N labelling runs (papers/TRACE.md §1)."""
 
     capability: Capability
-    cov: list[float]
+    cov: list[float | None]
     er_minus: list[float | None]
     er_plus: list[float | None]
     delta: list[float | None]
