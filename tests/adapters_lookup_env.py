@@ -10,6 +10,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from tracegym.models import tiny_model
 from tracegym.schema import ToolCall
 from tracegym.synth_envs.base import Environment, ToolError
 from tracegym.toolcalls import render_tool_call
@@ -66,3 +67,41 @@ class LookupEnv(Environment):
 
     def _hint(self) -> str:
         return f"call lookup with key {self.key}, then reply with the value alone."
+
+
+class ProseEnv(LookupEnv):
+    """LookupEnv with a graded reward for any wrong final answer: 0.9 × the share of 12 distinct
+    characters it uses (capped), so even a random policy's groups have reward variance."""
+
+    name = "prose_test"
+
+    def _score(self, final_answer: str) -> tuple[float, dict[str, Any]]:
+        if final_answer.strip() == self.table[self.key]:
+            return 1.0, {}
+        return 0.9 * min(len(set(final_answer)) / 12, 1.0), {}
+
+
+class FlatEnv(LookupEnv):
+    """LookupEnv where every answer but the right value earns 0.5: a random policy's GRPO groups
+    all have zero variance."""
+
+    name = "flat_test"
+
+    def _score(self, final_answer: str) -> tuple[float, dict[str, Any]]:
+        return (1.0 if final_answer.strip() == self.table[self.key] else 0.5), {}
+
+
+def chatty_tiny_model(seed: int = 0):
+    """tracegym.models.tiny_model with an untied output layer whose bias makes <|im_end|> likely
+    (about one token in seven), so a random policy ends its turns and episodes finish."""
+    import torch
+
+    model, tokenizer = tiny_model(seed=seed)
+    head = torch.nn.Linear(model.config.hidden_size, model.config.vocab_size, bias=True)
+    with torch.no_grad():
+        head.weight.copy_(model.lm_head.weight)
+        head.bias.zero_()
+        head.bias[tokenizer.eos_token_id] = 9.0
+    model.lm_head = head
+    model.config.tie_word_embeddings = False
+    return model, tokenizer

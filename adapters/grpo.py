@@ -1,0 +1,298 @@
+"""Multi-turn GRPO for LoRA adapters, with TRACE turn credit or plain group credit.
+
+Why a loop of our own rather than a TRL `GRPOTrainer` subclass: TRL 1.16's GRPOTrainer (3,400
+lines) owns generation. Its multi-turn path (`environment_factory`) drives tools through the
+tokenizer's own tool-call template and response parsing, its rewards come from reward functions
+over single completions, and its batches are prompts repeated `num_generations` times. Our
+rollouts need the project's Hermes tool-call format and Environment API, hints in a share of
+rollouts that are stripped before the update, tool-call boundary positions and reference scoring
+for turn credit, and dropping zero-variance groups. Overriding `_generate_and_score_completions`
+would replace most of what the class does; the loop below is the part we actually need: rollouts
+(tracegym.rollout), advantages (tracegym.adapters.credit), the clipped surrogate, AdamW on the
+LoRA weights, gradient clipping, exact-resume checkpoints, and `accelerate` for several GPUs.
+
+One step: take `groups_per_step` training seeds; roll out `group_size` episodes per seed (the first
+round(hint_fraction · group_size) hinted); drop groups whose rewards are all equal; compute per-token
+advantages; recompute the "old" log-probs of the sampled tokens under the rollout policy with the
+hint-free prompt (the hint changed the context, so the sampling log-probs are not the right
+denominator); then `mini_batches` AdamW steps on the clipped surrogate, token-mean over the
+mini-batch's sampled tokens. With `mini_batches` = 1 the ratio is exactly 1 and clipping is inert.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+import numpy as np
+import torch
+from accelerate import Accelerator
+from peft import PeftModel
+from tqdm.auto import tqdm
+from transformers import PreTrainedTokenizerBase
+
+from tracegym.adapters.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
+from tracegym.adapters.credit import CreditConfig, episode_advantages
+from tracegym.adapters.policy_loss import TokenBatch, clipped_surrogate, episode_batch, token_logprobs
+from tracegym.adapters.reference_scoring import reference_scores
+from tracegym.generation import HFBackend, SamplingParams
+from tracegym.rollout import Episode, run_episodes
+from tracegym.synth_envs.base import Environment
+
+logger = logging.getLogger(__name__)
+LOG_FILE = "train_log.jsonl"
+CHECKPOINT_DIR = "checkpoint"
+
+
+@dataclass
+class GRPOConfig:
+    """GRPO settings (defaults follow papers/TRACE.md §1 stage 3 and §2, scaled to one CPU).
+
+    learning_rate: AdamW learning rate of the LoRA weights (default 1e-5); weight_decay 0.0.
+    steps: training steps (default 20); a step is one batch of rollouts and its updates.
+    groups_per_step: seeds (GRPO groups) per step (default 4; the paper uses 64).
+    group_size: rollouts per seed (default 8).
+    mini_batches: optimizer steps per batch of rollouts (default 1; > 1 makes clipping act).
+    micro_batch_size: episodes per forward/backward pass, for memory only (default 8).
+    temperature: sampling temperature (default 1.0); max_new_tokens: per assistant turn (default 128).
+    epsilon_low / epsilon_high: ratio clip range [1 − 0.2, 1 + 0.28] (DAPO-style asymmetric). No KL term.
+    hint_fraction: share of each group's rollouts with the environment's hint in the system
+        prompt (default 0.25; the paper uses 0.25-0.5); the hint is removed before the update.
+    max_grad_norm: gradient clipping norm (default 1.0).
+    credit: "trace" (turn credit, papers/TRACE.md §2) or "grpo" (outcome z-score on every token).
+    credit_config: CreditConfig of the turn credit (ε, K, γ, λ_term, α_out, α_turn); its own
+        `credit` field is set from `credit` above.
+    lora_rank: rank of a fresh LoRA (default 16; ignored when starting from an adapter).
+    seed: seeds the LoRA init, the order of training seeds and the sampling (default 0).
+    save_every: checkpoint every this many steps (default 5; the last step is always saved).
+    """
+
+    learning_rate: float = 1e-5
+    weight_decay: float = 0.0
+    steps: int = 20
+    groups_per_step: int = 4
+    group_size: int = 8
+    mini_batches: int = 1
+    micro_batch_size: int = 8
+    temperature: float = 1.0
+    max_new_tokens: int = 128
+    epsilon_low: float = 0.2
+    epsilon_high: float = 0.28
+    hint_fraction: float = 0.25
+    max_grad_norm: float = 1.0
+    credit: Literal["trace", "grpo"] = "trace"
+    credit_config: CreditConfig = field(default_factory=CreditConfig)
+    lora_rank: int = 16
+    seed: int = 0
+    save_every: int = 5
+
+    def __post_init__(self) -> None:
+        if isinstance(self.credit_config, dict):
+            self.credit_config = CreditConfig(**self.credit_config)
+        self.credit_config = replace(self.credit_config, credit=self.credit)
+        if not 0.0 <= self.hint_fraction <= 1.0:
+            raise ValueError(f"hint_fraction must be in [0, 1], got {self.hint_fraction}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def varied_groups(episodes: list[Episode], group_size: int) -> list[list[Episode]]:
+    """Split seed-major episodes into groups and keep those whose rewards are not all equal."""
+    groups = [episodes[i : i + group_size] for i in range(0, len(episodes), group_size)]
+    return [g for g in groups if max(e.reward for e in g) - min(e.reward for e in g) > 1e-12]
+
+
+class GRPOTrainer:
+    """Trains the LoRA of `model` (a PeftModel) on episodes of `env_factory` seeds in
+    [train_seeds[0], train_seeds[1]). Writes `train_log.jsonl` and `checkpoint/` under `out_dir`."""
+
+    def __init__(
+        self,
+        model: PeftModel,
+        tokenizer: PreTrainedTokenizerBase,
+        env_factory: Callable[[], Environment],
+        config: GRPOConfig,
+        out_dir: str | Path,
+        train_seeds: tuple[int, int] = (0, 10_000),
+        accelerator: Accelerator | None = None,
+    ) -> None:
+        self.config, self.tokenizer, self.env_factory = config, tokenizer, env_factory
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.accelerator = accelerator or Accelerator()
+        params = [p for p in model.parameters() if p.requires_grad]
+        if not params:
+            raise ValueError("the model has no trainable (LoRA) parameters")
+        optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
+        self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
+        self.train_lo, span = train_seeds[0], train_seeds[1] - train_seeds[0]
+        if span < config.groups_per_step:
+            raise ValueError(f"train seed range {train_seeds} is smaller than groups_per_step")
+        self.seed_span = span
+        self.step, self.cursor = 0, random.Random(config.seed).randrange(span)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+    @property
+    def policy(self) -> PeftModel:
+        return self.accelerator.unwrap_model(self.model)
+
+    # -- one step ----------------------------------------------------------------------------
+
+    def _step_seeds(self) -> list[int]:
+        """This step's seeds for this process (each process takes every num_processes-th group)."""
+        seeds = [self.train_lo + (self.cursor + i) % self.seed_span for i in range(self.config.groups_per_step)]
+        self.cursor = (self.cursor + self.config.groups_per_step) % self.seed_span
+        acc = self.accelerator
+        return seeds[acc.process_index :: acc.num_processes]
+
+    def rollouts(self, seeds: list[int]) -> list[Episode]:
+        """Sample `group_size` episodes per seed with this step's reproducible sampling seed."""
+        config = self.config
+        params = SamplingParams(
+            max_new_tokens=config.max_new_tokens,
+            temperature=config.temperature,
+            seed=config.seed * 1_000_003 + self.step * 7_919 + self.accelerator.process_index,
+        )
+        self.policy.eval()
+        backend = HFBackend(self.policy, self.tokenizer, batch_size=max(len(seeds) * config.group_size, 1))
+        return run_episodes(backend, self.env_factory, seeds, config.group_size, params, config.hint_fraction)
+
+    def advantages(self, episodes: list[Episode]) -> torch.Tensor:
+        """(B, T) per-completion-token advantages of kept, seed-major episodes (tracegym.adapters.credit)."""
+        ell = None
+        if self.config.credit == "trace":
+            env = self.env_factory()
+            gold = {seed: env.gold_answer(seed) for seed in sorted({e.seed for e in episodes})}
+            ell = reference_scores(self.policy, self.tokenizer, episodes, gold)
+        return episode_advantages(episodes, ell, self.config.credit_config)
+
+    def _chunks(self, batch: TokenBatch) -> list[TokenBatch]:
+        size = self.config.micro_batch_size
+        return [batch.rows(slice(i, i + size)) for i in range(0, len(batch), size)]
+
+    @torch.no_grad()
+    def _old_logprobs(self, batch: TokenBatch) -> torch.Tensor:
+        device = self.accelerator.device
+        parts = [token_logprobs(self.model, c.input_ids.to(device), c.attention_mask.to(device)) for c in self._chunks(batch)]
+        width = batch.loss_mask.shape[1]
+        return torch.cat([torch.nn.functional.pad(p, (0, width - p.shape[1])) for p in parts])
+
+    def _update(self, batch: TokenBatch | None) -> dict[str, float]:
+        """`mini_batches` AdamW steps on the clipped surrogate; a process without data still joins
+        the gradient all-reduce with a zero loss."""
+        config, acc, device = self.config, self.accelerator, self.accelerator.device
+        self.model.train()
+        old = self._old_logprobs(batch) if batch is not None else None
+        losses, clipped, tokens_seen = [], 0.0, 0.0
+        for part in range(config.mini_batches):
+            self.optimizer.zero_grad(set_to_none=True)
+            rows = list(range(part, len(batch), config.mini_batches)) if batch is not None else []
+            if not rows:
+                zero = sum((p * 0.0).sum() for p in self.policy.parameters() if p.requires_grad)
+                acc.backward(zero)
+            else:
+                mini, mini_old = batch.rows(rows), old[rows]
+                tokens = mini.loss_mask.sum().clamp(min=1.0)
+                total = 0.0
+                for start in range(0, len(rows), config.micro_batch_size):
+                    piece = slice(start, start + config.micro_batch_size)
+                    ids, attn = mini.input_ids[piece].to(device), mini.attention_mask[piece].to(device)
+                    mask, adv = mini.loss_mask[piece].to(device), mini.advantages[piece].to(device)
+                    logp = token_logprobs(self.model, ids, attn)
+                    loss_sum, n_clipped = clipped_surrogate(
+                        logp, mini_old[piece, : logp.shape[1]].to(device), adv[:, : logp.shape[1]],
+                        mask[:, : logp.shape[1]], config.epsilon_low, config.epsilon_high,
+                    )
+                    acc.backward(loss_sum / tokens)
+                    total += loss_sum.item() / tokens.item()
+                    clipped += n_clipped.item()
+                losses.append(total)
+                tokens_seen += tokens.item()
+            acc.clip_grad_norm_([p for p in self.policy.parameters() if p.requires_grad], config.max_grad_norm)
+            self.optimizer.step()
+        self.model.eval()
+        return {
+            "loss": float(np.mean(losses)) if losses else None,
+            "clip_fraction": clipped / tokens_seen if tokens_seen else 0.0,
+            "train_tokens": tokens_seen,
+        }
+
+    def train_step(self) -> dict[str, Any]:
+        """One GRPO step; returns its log record."""
+        started = time.perf_counter()
+        acc = self.accelerator
+        seeds = self._step_seeds()
+        episodes = self.rollouts(seeds)
+        kept = [e for g in varied_groups(episodes, self.config.group_size) for e in g]
+        rewards = acc.gather(torch.tensor([e.reward for e in episodes], device=acc.device)).cpu()
+        plain = acc.gather(torch.tensor([e.reward for e in episodes if not e.hinted] or [float("nan")], device=acc.device)).cpu()
+        kept_groups = int(acc.gather(torch.tensor([len(kept) // self.config.group_size], device=acc.device)).sum())
+        record: dict[str, Any] = {
+            "step": self.step + 1,
+            "reward_mean": rewards.mean().item(),
+            "reward_std": rewards.std(unbiased=False).item(),
+            "reward_unhinted_mean": plain[~plain.isnan()].mean().item() if (~plain.isnan()).any() else None,
+            "groups": self.config.groups_per_step,
+            "kept_groups": kept_groups,
+            "loss": None,
+            "clip_fraction": 0.0,
+            "train_tokens": 0.0,
+        }
+        if kept_groups:
+            batch = episode_batch(kept, self.advantages(kept), self.pad_id) if kept else None
+            record.update(self._update(batch))
+        self.step += 1
+        record["step_seconds"] = time.perf_counter() - started
+        return record
+
+    # -- the loop, checkpoints, resume ------------------------------------------------------
+
+    def _checkpoint(self) -> None:
+        if self.accelerator.is_main_process:
+            save_checkpoint(self.out_dir / CHECKPOINT_DIR, self.policy, self.optimizer, {"step": self.step, "cursor": self.cursor})
+        self.accelerator.wait_for_everyone()
+
+    def resume(self) -> bool:
+        """Restore the latest checkpoint under `out_dir` (True if one was found) and cut the log
+        back to its step, so a killed run continues exactly where the checkpoint left it."""
+        found = find_checkpoint(self.out_dir / CHECKPOINT_DIR)
+        if found is None:
+            return False
+        state = load_checkpoint(found, self.policy, self.optimizer)
+        self.step, self.cursor = state["step"], state["cursor"]
+        log = self.out_dir / LOG_FILE
+        if log.is_file() and self.accelerator.is_main_process:
+            lines = [line for line in log.read_text().splitlines() if line and json.loads(line)["step"] <= self.step]
+            log.write_text("".join(line + "\n" for line in lines))
+        logger.info("resumed from %s at step %d", found, self.step)
+        return True
+
+    def train(self, progress: bool = True) -> list[dict[str, Any]]:
+        """Run steps until `config.steps`; returns this call's log records."""
+        config, records = self.config, []
+        bar = tqdm(total=config.steps, initial=self.step, desc="grpo", unit="step",
+                   disable=not progress or not self.accelerator.is_main_process)
+        while self.step < config.steps:
+            record = self.train_step()
+            records.append(record)
+            if self.accelerator.is_main_process:
+                with (self.out_dir / LOG_FILE).open("a", encoding="utf-8") as handle:
+                    handle.write(json.dumps(record) + "\n")
+            bar.update(1)
+            bar.set_postfix(reward=f"{record['reward_mean']:.3f}", kept=record["kept_groups"], step_s=f"{record['step_seconds']:.1f}")
+            if self.step % config.save_every == 0 or self.step == config.steps:
+                self._checkpoint()
+        bar.close()
+        return records
+
+
+def read_log(out_dir: str | Path) -> list[dict[str, Any]]:
+    """The records of `train_log.jsonl` under `out_dir`."""
+    path = Path(out_dir) / LOG_FILE
+    return [json.loads(line) for line in path.read_text().splitlines() if line] if path.is_file() else []

@@ -1,0 +1,98 @@
+"""One adapter, end to end: optional SFT warm start, GRPO, held-out reward before and after, and
+the artifacts of adapters/artifacts.py. `tracegym train` and benchmarks/learning.py call this.
+
+Layout of `out_dir`: `warm_start/` (the SFT adapter, reused on rerun), `checkpoint/` (exact
+resume), `heldout_before.json`, then the final artifacts at the top level.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable
+
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from tracegym.adapters.artifacts import write_artifacts
+from tracegym.adapters.checkpoint import find_checkpoint
+from tracegym.adapters.grpo import CHECKPOINT_DIR, GRPOConfig, GRPOTrainer, read_log
+from tracegym.adapters.heldout import heldout_reward
+from tracegym.adapters.lora import attach_lora
+from tracegym.adapters.sft import WarmStartConfig, warm_start
+from tracegym.models import DEFAULT_MODEL, load_model, tiny_model
+from tracegym.schema import AdapterArtifact, EnvSpec
+from tracegym.synth_envs.base import Environment
+from tracegym.synth_envs.registry import make_env
+
+logger = logging.getLogger(__name__)
+TINY_MODEL = "tiny"
+
+
+def load_base(name: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """`tiny` (random test model, smoke runs only), the embedded default, a local dir or hub id."""
+    return tiny_model() if name == TINY_MODEL else load_model(name)
+
+
+def env_factory_for(spec: EnvSpec) -> Callable[[], Environment]:
+    """A factory of fresh environments of the spec's family at its knobs."""
+    return functools.partial(make_env, spec.family, **spec.knobs)
+
+
+def train_adapter(
+    env_spec: EnvSpec,
+    out_dir: str | Path,
+    config: GRPOConfig,
+    model_name: str = DEFAULT_MODEL,
+    warm: WarmStartConfig | None = None,
+    resume: bool = False,
+    heldout_seeds: int = 32,
+    env_factory: Callable[[], Environment] | None = None,
+    progress: bool = True,
+) -> AdapterArtifact:
+    """Train one LoRA adapter for `env_spec` into `out_dir`; returns its AdapterArtifact.
+
+    warm: SFT warm start settings (None: no warm start). resume: continue from `out_dir`'s
+    checkpoint (without it, an existing checkpoint is an error rather than silently overwritten).
+    heldout_seeds: evaluation seeds from `env_spec.eval_seeds` for the before/after reward (0: skip).
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not resume and find_checkpoint(out_dir / CHECKPOINT_DIR) is not None:
+        raise FileExistsError(f"{out_dir} already holds a training checkpoint: resume it or use a fresh folder")
+    factory = env_factory or env_factory_for(env_spec)
+    model, tokenizer = load_base(model_name)
+    adapter_dir, warm_metrics = None, None
+    if warm is not None:
+        adapter_dir = out_dir / "warm_start"
+        if (adapter_dir / "adapter_config.json").is_file():
+            logger.info("reusing the warm start in %s", adapter_dir)
+        else:
+            lo, hi = env_spec.train_seeds
+            peft_model, warm_metrics = warm_start(model, tokenizer, factory, range(hi - warm.dialogues, hi), warm, adapter_dir)
+            (adapter_dir / "warm_start.json").write_text(json.dumps(warm_metrics, indent=2))
+            model = peft_model.unload()
+    policy = attach_lora(model, rank=config.lora_rank, adapter_dir=adapter_dir, seed=config.seed)
+    eval_seeds = range(env_spec.eval_seeds[0], min(env_spec.eval_seeds[0] + heldout_seeds, env_spec.eval_seeds[1]))
+    evaluate = functools.partial(
+        heldout_reward, tokenizer=tokenizer, env_factory=factory, seeds=eval_seeds, max_new_tokens=config.max_new_tokens
+    )
+    before_file = out_dir / "heldout_before.json"
+    if heldout_seeds and not before_file.is_file():
+        before_file.write_text(json.dumps(evaluate(policy)))
+    trainer = GRPOTrainer(policy, tokenizer, factory, config, out_dir, train_seeds=env_spec.train_seeds)
+    if resume:
+        trainer.resume()
+    trainer.train(progress=progress)
+    metrics: dict[str, Any] = {"steps": trainer.step, "rollouts": trainer.step * config.groups_per_step * config.group_size}
+    if heldout_seeds:
+        metrics["heldout_before"] = json.loads(before_file.read_text())
+        metrics["heldout_after"] = evaluate(trainer.policy)
+    if adapter_dir is not None:
+        metrics["warm_start"] = json.loads((adapter_dir / "warm_start.json").read_text())
+    train_config = {"grpo": config.to_dict(), "warm_start": asdict(warm) if warm else None, "model": model_name}
+    return write_artifacts(
+        out_dir, trainer.policy, train_config, read_log(out_dir), env_spec, model_name, config.credit, metrics
+    )
