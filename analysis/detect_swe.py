@@ -28,27 +28,38 @@ _SUBMIT = "COMPLETE_TASK_AND_SUBMIT"
 def commands(trajectory: Trajectory) -> Iterator[tuple[int, str, str]]:
     """(message index, kind "edit" / "test", command text) for each agent action that edits the
     repository or runs tests or code, in order; a command doing both yields "edit" then "test".
-    Writing a scratch script (reproduce.py, test_*.py, ...) is not an edit of the repository."""
+
+    A write is a repository edit when it touches a file of the submitted patch; with no patch,
+    any write except to a scratch script (reproduce.py, test_*.py, ...) counts.
+    """
+    submitted = patched_files(trajectory.diagnostics.get("patch") or "")
     for index, message in enumerate(trajectory.messages):
         if message.role != "assistant":
             continue
         for block in _BASH_BLOCK.findall(message.content):
-            for kind in _classify(block):
+            for kind in _classify(block, submitted):
                 yield index, kind, block.strip()
         for call in message.tool_calls:
             if call.name == "str_replace_editor":
                 path = str(call.arguments.get("path", ""))
-                if call.arguments.get("command") in _EDITOR_WRITES and not _SCRATCH.search(path):
+                if call.arguments.get("command") in _EDITOR_WRITES and _is_repository_file(path, submitted):
                     yield index, "edit", f"str_replace_editor {call.arguments.get('command')} {path}"
             elif isinstance(call.arguments.get("command"), str):
-                for kind in _classify(call.arguments["command"]):
+                for kind in _classify(call.arguments["command"], submitted):
                     yield index, kind, call.arguments["command"].strip()
 
 
-def _classify(command: str) -> list[str]:
+def _is_repository_file(path: str, submitted: list[str]) -> bool:
+    if submitted:
+        return any(path.endswith(f) for f in submitted)
+    return not _SCRATCH.search(path)
+
+
+def _classify(command: str, submitted: list[str]) -> list[str]:
     if _SUBMIT in command:
         return []
-    edits = _IN_PLACE.search(command) or any(not _SCRATCH.search(f) for f in _WRITTEN.findall(command))
+    in_place = _IN_PLACE.search(command) and (not submitted or any(f in command for f in submitted))
+    edits = in_place or any(_is_repository_file(f, submitted) for f in _WRITTEN.findall(command))
     return (["edit"] if edits else []) + (["test"] if _TEST.search(command) else [])
 
 
