@@ -232,7 +232,8 @@ class Environment(ABC):
             return f"error: {call.name}: {problem}"
         self.calls.append(call)
         try:
-            return json.dumps(self._call(call))
+            result = self._call(call)
+            return result if isinstance(result, str) else json.dumps(result)
         except ToolError as error:
             self.errors += 1
             return f"error: {call.name}: {error}"
