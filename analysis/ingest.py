@@ -13,6 +13,8 @@ with `keep_going=True` it is listed in `IngestResult.skipped` and the rest is in
 
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -32,10 +34,11 @@ _DOCUMENT_FORMATS: dict[str, ModuleType] = {
     ingest_tau_v1.FORMAT: ingest_tau_v1,
     ingest_mini_swe.FORMAT: ingest_mini_swe,
     ingest_openhands.FORMAT: ingest_openhands,
+    ingest_chat.FORMAT: ingest_chat,
 }
 # Run-folder formats; each module has is_run_dir(path) and read_run(path).
 _RUN_FORMATS: dict[str, ModuleType] = {ingest_mini_swe.FORMAT: ingest_mini_swe, ingest_openhands.FORMAT: ingest_openhands}
-FORMATS: tuple[str, ...] = (*_DOCUMENT_FORMATS, ingest_chat.FORMAT)
+FORMATS: tuple[str, ...] = tuple(_DOCUMENT_FORMATS)
 _FILE_SUFFIXES = (".json", ".jsonl")
 
 
@@ -83,6 +86,28 @@ def ingest_paths(paths: list[Path], keep_going: bool = False, fmt: str | None = 
         raise ValueError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
     result = IngestResult()
     sources = list(_unique(_discover(Path(p), fmt) for p in paths))
+    with _collector_paused():
+        _ingest_sources(result, sources, keep_going, fmt)
+    return result
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector, restoring its state after.
+
+    Ingest allocates tens of thousands of acyclic objects per large file while the parsed documents
+    stay alive; the collector rescanning them took half of the ingest time (measured on the τ² files).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _ingest_sources(result: IngestResult, sources: list[tuple[Path, bool]], keep_going: bool, fmt: str | None) -> None:
     for source, explicit in tqdm(sources, desc="ingest", unit="source", disable=None, leave=False):
         try:
             batch = _read_source(source, fmt, explicit)
@@ -102,7 +127,6 @@ def ingest_paths(paths: list[Path], keep_going: bool = False, fmt: str | None = 
         result.skipped.extend(batch.skipped)
         result.inconsistencies.extend(batch.inconsistencies)
         result.sources.append(_summary(batch))
-    return result
 
 
 def _unique(groups: Iterator[list[tuple[Path, bool]]]) -> Iterator[tuple[Path, bool]]:

@@ -29,15 +29,26 @@ class _Line(BaseModel):
 
 
 def sniff_text(text: str) -> bool:
-    """The first non-empty line is on its own a JSON object with `messages` (a JSON document is not)."""
-    for line in text.splitlines():
-        if line.strip():
-            try:
-                first = json.loads(line)
-            except json.JSONDecodeError:
-                return False
-            return isinstance(first, dict) and "messages" in first
-    return False
+    """Two or more lines, the first on its own a JSON object with `messages` (a JSON document is not).
+    A one-line file is a JSON document and is sniffed after parsing (see `sniff`)."""
+    first, _, rest = text.lstrip().partition("\n")
+    if not rest.strip() or not first.startswith("{"):
+        return False
+    try:
+        record = json.loads(first)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(record, dict) and "messages" in record
+
+
+def sniff(document: Any) -> bool:
+    """A one-line chat JSONL file: one object with `messages` and `reward`."""
+    return isinstance(document, dict) and "messages" in document and "reward" in document
+
+
+def read(path: Path, document: Any) -> Batch:
+    """A one-line chat JSONL file, already parsed."""
+    return read_text_lines(path, json.dumps(document))
 
 
 def read_text_lines(path: Path, text: str) -> Batch:

@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from tracegym.schema import Message, ToolCall, Trajectory
+
+Model = TypeVar("Model", bound=BaseModel)
+ROLES = ("system", "user", "assistant", "tool")
 
 
 class IngestError(Exception):
@@ -120,6 +123,20 @@ def read_text(path: Path) -> str:
         raise IngestError(path, "", f"cannot read file: {error}") from None
 
 
+def construct(model: type[Model], values: dict[str, Any]) -> Model:
+    """A model instance from already-checked values, without validation: every field must be given.
+
+    The same as `model.model_construct` minus its per-field default handling, which dominates
+    ingest time on large files (tens of thousands of messages).
+    """
+    instance = object.__new__(model)
+    object.__setattr__(instance, "__dict__", values)
+    object.__setattr__(instance, "__pydantic_fields_set__", set(values))
+    object.__setattr__(instance, "__pydantic_extra__", None)
+    object.__setattr__(instance, "__pydantic_private__", None)
+    return instance
+
+
 def openai_content(content: Any) -> str:
     """OpenAI message content (None, a string, or a list of {type: text, text} parts) as plain text."""
     if content is None:
@@ -133,28 +150,23 @@ def openai_messages(raw: list[dict[str, Any]], prefix: str) -> list[Message]:
     """Convert OpenAI chat messages (tool_calls[].function.arguments as JSON text) to schema messages."""
     messages = []
     for index, message in enumerate(raw):
-        where = f"{prefix}[{index}]"
         if not isinstance(message, dict):
-            raise RecordError(where, f"a message must be an object (got {_preview(message)})")
+            raise RecordError(f"{prefix}[{index}]", f"a message must be an object (got {_preview(message)})")
         role = message.get("role")
-        if role not in ("system", "user", "assistant", "tool"):
-            raise RecordError(f"{where}.role", f"unknown role {_preview(role)}")
-        calls = []
-        for call_index, call in enumerate(message.get("tool_calls") or []):
-            calls.append(_openai_call(call, f"{where}.tool_calls[{call_index}]"))
+        if role not in ROLES:
+            raise RecordError(f"{prefix}[{index}].role", f"role should be one of {', '.join(ROLES)} (got {_preview(role)})")
+        calls = [_openai_call(call, prefix, index, n) for n, call in enumerate(message.get("tool_calls") or ())]
         messages.append(
-            Message.model_construct(
-                role=role,
-                content=openai_content(message.get("content")),
-                tool_calls=calls,
-                tool_call_id=message.get("tool_call_id"),
-                error=False,
-            )
+            construct(Message, {
+                "role": role, "content": openai_content(message.get("content")), "tool_calls": calls,
+                "tool_call_id": message.get("tool_call_id"), "error": False,
+            })
         )
     return messages
 
 
-def _openai_call(call: Any, where: str) -> ToolCall:
+def _openai_call(call: Any, prefix: str, index: int, call_index: int) -> ToolCall:
+    where = f"{prefix}[{index}].tool_calls[{call_index}]"
     function = call.get("function") if isinstance(call, dict) else None
     if not isinstance(function, dict) or not isinstance(function.get("name"), str):
         raise RecordError(where, "a tool call needs {function: {name, arguments}}")
@@ -166,7 +178,7 @@ def _openai_call(call: Any, where: str) -> ToolCall:
             raise RecordError(f"{where}.function.arguments", f"arguments are not valid JSON: {error.msg}") from None
     if not isinstance(arguments, dict):
         raise RecordError(f"{where}.function.arguments", "arguments must be a JSON object")
-    return ToolCall.model_construct(id=str(call.get("id") or ""), name=function["name"], arguments=arguments)
+    return construct(ToolCall, {"id": str(call.get("id") or ""), "name": function["name"], "arguments": arguments})
 
 
 def check_tool_results(batch: Batch, messages: list[Message], prefix: str) -> None:

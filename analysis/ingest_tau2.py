@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, InstanceOf
 
-from tracegym.analysis.ingest_common import Batch, RecordError, check_tool_results, validate
+from tracegym.analysis.ingest_common import ROLES, Batch, RecordError, check_tool_results, construct, validate
 from tracegym.schema import Message, Source, ToolCall, Trajectory
 
 FORMAT = "tau2_results"
@@ -65,24 +65,10 @@ class _Task(BaseModel):
     evaluation_criteria: _Criteria | None = None
 
 
-class _Call(BaseModel):
-    id: str = ""
-    name: str
-    arguments: dict[str, Any] = {}
-
-
-class _Message(BaseModel):
-    role: Literal["assistant", "user", "tool", "system"]
-    content: str | None = None
-    tool_calls: list[_Call] | None = None
-    id: str | None = None
-    error: bool = False
-
-
 class _Action(BaseModel):
     action_id: str | None = None
     name: str
-    arguments: dict[str, Any] = {}
+    arguments: InstanceOf[dict] = {}
 
 
 class _ActionCheck(BaseModel):
@@ -98,7 +84,7 @@ class _CommunicateCheck(BaseModel):
 
 
 class _EnvCheck(BaseModel):
-    env_assertion: dict[str, Any]
+    env_assertion: InstanceOf[dict]
 
 
 class _RewardInfo(BaseModel):
@@ -114,7 +100,7 @@ class _Simulation(BaseModel):
     task_id: str | int
     trial: int = 0
     termination_reason: str | None = None
-    messages: list[_Message]
+    messages: list[Any]
     reward_info: _RewardInfo | None = None
 
 
@@ -190,11 +176,12 @@ def read(path: Path, document: Any) -> Batch:
         where = f"simulations[{index}]"
         try:
             simulation = validate(_Simulation, raw, where)
+            messages = _messages(simulation.messages, where)
         except RecordError as error:
             batch.skip(error.json_path, error.reason)
             continue
         task_id = _checked_task_id(batch, simulation, where, tasks, verdicts, task_paths)
-        trajectory = _trajectory(path, simulation, raw.get("reward_info"), task_id, raw_tasks.get(task_id), source, shared_metadata)
+        trajectory = _trajectory(path, simulation, messages, raw.get("reward_info"), task_id, raw_tasks.get(task_id), source, shared_metadata)
         check_tool_results(batch, trajectory.messages, f"{where}.messages")
         batch.trajectories.append(trajectory)
     return batch
@@ -224,18 +211,46 @@ def _checked_task_id(
     return label
 
 
+def _messages(raw_messages: list[Any], where: str) -> list[Message]:
+    """τ² messages as schema messages, checked by hand (the hot loop: no per-message pydantic model)."""
+    messages = []
+    for index, raw in enumerate(raw_messages):
+        if raw.__class__ is not dict:
+            raise _message_error(raw, f"{where}.messages[{index}]")
+        role, content, error, raw_calls = raw.get("role"), raw.get("content"), raw.get("error", False), raw.get("tool_calls")
+        if role not in ROLES or not (content is None or content.__class__ is str) or error.__class__ is not bool:
+            raise _message_error(raw, f"{where}.messages[{index}]")
+        calls = []
+        for call in raw_calls or ():
+            arguments = call.get("arguments", {}) if call.__class__ is dict else None
+            if arguments.__class__ is not dict or call.get("name").__class__ is not str:
+                raise _message_error(raw, f"{where}.messages[{index}]")
+            calls.append(construct(ToolCall, {"id": str(call.get("id") or ""), "name": call["name"], "arguments": arguments}))
+        call_id = raw.get("id") if role == "tool" else None
+        messages.append(construct(Message, {"role": role, "content": content or "", "tool_calls": calls, "tool_call_id": call_id, "error": error}))
+    return messages
+
+
+def _message_error(raw: Any, at: str) -> RecordError:
+    """What is wrong with a message the fast path rejected, at its precise JSON path."""
+    if not isinstance(raw, dict):
+        return RecordError(at, f"a message should be an object (got {type(raw).__name__})")
+    if raw.get("role") not in ROLES:
+        return RecordError(f"{at}.role", f"role should be one of {', '.join(ROLES)} (got {json.dumps(raw.get('role'))})")
+    if not isinstance(raw.get("content"), (str, type(None))):
+        return RecordError(f"{at}.content", f"content should be a string or null (got {type(raw['content']).__name__})")
+    if not isinstance(raw.get("error", False), bool):
+        return RecordError(f"{at}.error", f"error should be true or false (got {json.dumps(raw['error'])})")
+    if not isinstance(raw.get("tool_calls") or [], list):
+        return RecordError(f"{at}.tool_calls", "tool_calls should be a list")
+    bad = next(i for i, c in enumerate(raw["tool_calls"]) if not (isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("arguments", {}), dict)))
+    return RecordError(f"{at}.tool_calls[{bad}]", "a tool call should be {id, name: string, arguments: object}")
+
+
 def _trajectory(
-    path: Path, simulation: _Simulation, raw_reward_info: Any, task_id: str, raw_task: dict[str, Any] | None,
+    path: Path, simulation: _Simulation, messages: list[Message], raw_reward_info: Any, task_id: str, raw_task: dict[str, Any] | None,
     source: Source, shared_metadata: dict[str, Any],
 ) -> Trajectory:
-    messages = [
-        Message.model_construct(
-            role=m.role, content=m.content or "",
-            tool_calls=[ToolCall.model_construct(id=c.id, name=c.name, arguments=c.arguments) for c in m.tool_calls or []],
-            tool_call_id=m.id if m.role == "tool" else None, error=m.error,
-        )
-        for m in simulation.messages
-    ]
     reward = simulation.reward_info.reward if simulation.reward_info else None
     task = raw_task or {}
     criteria = task.get("evaluation_criteria") or {}

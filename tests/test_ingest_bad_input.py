@@ -72,7 +72,7 @@ def _missing_report(tmp_path: Path) -> tuple[Path, str]:
 
 CASES = {
     "truncated JSON": (_truncated, "truncated JSON", "truncated.json", 0),
-    "wrong schema": (_wrong_schema, "Input should be", "wrong_schema.json", 3),
+    "wrong schema": (_wrong_schema, "role should be one of", "wrong_schema.json", 3),
     "unknown format": (_unknown, "unknown format", "unknown.json", 0),
     "missing report": (_missing_report, "missing report file", "repo__a-2.traj.json", 1),
 }
