@@ -12,8 +12,6 @@ from __future__ import annotations
 import re
 
 from pydantic import BaseModel, Field, ValidationError
-from sklearn.feature_extraction.text import TfidfVectorizer
-from sklearn.metrics.pairwise import cosine_similarity
 
 from tracegym.analysis.contrast import TaskContrast
 from tracegym.analysis.judge import _strict_schema, render_transcript
@@ -45,6 +43,9 @@ def normalise(name: str) -> str:
 
 def deduplicate(proposed: list[Capability], known: list[Capability], similarity: float = 0.5) -> list[Capability]:
     """The proposals that are new relative to `known` and to earlier proposals, in order."""
+    from sklearn.feature_extraction.text import TfidfVectorizer  # imported here: 1-2 s, only when proposing
+    from sklearn.metrics.pairwise import cosine_similarity
+
     kept: list[Capability] = []
     for candidate in proposed:
         reference = known + kept

@@ -180,3 +180,15 @@ def test_cli_with_judge_and_proposer_from_ingested_jsonl(server: str, tmp_path: 
     assert "## LLM judge" in markdown and "stand-in-judge" in markdown and "## Proposed capabilities" in markdown
     labels = [json.loads(line) for line in (out / "labels.jsonl").read_text().splitlines()]
     assert {LabelValue(l["value"]) for l in labels} >= {LabelValue.PRESENT, LabelValue.LACKING}
+
+
+def test_local_backend_judge_counts_unusable_answers(tiny) -> None:
+    """A generation backend (the tiny random model, which cannot write JSON) through the same judge."""
+    from tracegym.analysis.llm_client import BackendChatClient
+    from tracegym.generation import HFBackend
+
+    model, tokenizer = tiny
+    client = BackendChatClient(HFBackend(model, tokenizer), "tiny-random", max_new_tokens=8)
+    result = LLMJudge(client, runs=2, retries=1, workers=1).label(dataset()[:2], catalogue_for({"tau2-test"}))
+    assert result.labels == [] and result.malformed == 4 and result.calls == 8 and result.retried == 4
+    assert result.model == "tiny-random"
