@@ -1,0 +1,242 @@
+"""Code repair (SWE-style): find and fix a seeded bug in a generated Python module.
+
+A module of several small utility functions (names and constants drawn per seed) ships with a
+pytest suite computed from the correct implementation; one function carries a plausible bug
+(an off-by-one, a flipped comparison, a wrong operand) that makes its target test fail. The
+agent reads files, edits them with exact-substring replacements and may run the tests. Scoring
+runs the ORIGINAL test file against the agent's module in the sandbox (tracegym.synth_envs.sandbox):
+reward 0.4 target test passes + 0.4 every test that passed before still passes (only when the
+module was edited) + 0.1 minimal edit (target fixed, at most 2 changed lines more than the
+reference fix) + 0.1 format (a final answer, no malformed calls). Any sandbox violation, timeout
+or memory/output overrun scores 0 with its reason. Knobs: functions in the module, tests per
+function.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import random
+from dataclasses import astuple, dataclass
+from typing import Any, Callable
+
+from tracegym.schema import ToolCall
+from tracegym.synth_envs.base import Environment, ToolError
+from tracegym.synth_envs.common import call
+from tracegym.synth_envs.registry import register
+from tracegym.synth_envs.sandbox import run_tests_cached
+
+MODULE, TESTS = "utils.py", "test_utils.py"
+
+
+@dataclass(frozen=True)
+class _Template:
+    source: str  # `{name}` is replaced by the function's name
+    bugs: tuple[tuple[str, str], ...]  # (correct text, buggy text), each must occur once
+    inputs: Callable[[random.Random], tuple]
+
+
+def _ints(rng: random.Random, n: int, low: int = -20, high: int = 50) -> list[int]:
+    return [rng.randrange(low, high) for _ in range(n)]
+
+
+TEMPLATES: tuple[_Template, ...] = (
+    _Template("def {name}(x, lo, hi):\n    return max(lo, min(x, hi))\n",
+              (("min(x, hi)", "min(x, lo)"), ("max(lo, min(x, hi))", "min(lo, max(x, hi))")),
+              lambda r: (r.randrange(-50, 50), r.randrange(-20, 0), r.randrange(1, 20))),
+    _Template("def {name}(values, k):\n    out = []\n    for i in range(len(values) - k + 1):\n"
+              "        out.append(sum(values[i:i + k]) / k)\n    return out\n",
+              (("len(values) - k + 1", "len(values) - k"), ("values[i:i + k]", "values[i:i + k - 1]")),
+              lambda r: (_ints(r, r.randrange(4, 9)), r.randrange(2, 4))),
+    _Template("def {name}(text):\n    counts = {{}}\n    for word in text.lower().split():\n        word = word.strip('.,!?')\n"
+              "        if word:\n            counts[word] = counts.get(word, 0) + 1\n    return counts\n",
+              (("text.lower().split()", "text.split()"), ("counts.get(word, 0) + 1", "counts.get(word, 1)")),
+              lambda r: (" ".join(r.choice(["The", "the", "cat", "Cat.", "sat", "on", "mat!", "a", "A"]) for _ in range(r.randrange(5, 10))),)),
+    _Template("def {name}(values):\n    out, best = [], None\n    for v in values:\n        if best is None or v > best:\n"
+              "            best = v\n        out.append(best)\n    return out\n",
+              (("v > best", "v < best"), ("out.append(best)", "out.append(v)")),
+              lambda r: (_ints(r, r.randrange(5, 9)),)),
+    _Template("def {name}(items):\n    seen, out = set(), []\n    for item in items:\n        if item not in seen:\n"
+              "            seen.add(item)\n            out.append(item)\n    return out\n",
+              (("if item not in seen:", "if item not in out[-1:]:"),),
+              lambda r: ([r.randrange(0, 5) for _ in range(r.randrange(6, 10))],)),
+    _Template("def {name}(items, target):\n    lo, hi = 0, len(items) - 1\n    while lo <= hi:\n        mid = (lo + hi) // 2\n"
+              "        if items[mid] == target:\n            return mid\n        if items[mid] < target:\n            lo = mid + 1\n"
+              "        else:\n            hi = mid - 1\n    return -1\n",
+              (("while lo <= hi:", "while lo < hi:"), ("lo, hi = 0, len(items) - 1", "lo, hi = 0, len(items) - 2")),
+              lambda r: (lambda xs: (xs, r.choice(xs[-2:] + [xs[0], 999])))(sorted(set(_ints(r, 7))))),
+    _Template("def {name}(items, size):\n    return [items[i:i + size] for i in range(0, len(items), size)]\n",
+              (("range(0, len(items), size)", "range(0, len(items) - size, size)"), ("items[i:i + size]", "items[i:i + size - 1]")),
+              lambda r: (_ints(r, r.randrange(5, 11)), r.randrange(2, 4))),
+    _Template("def {name}(intervals):\n    merged = []\n    for start, end in sorted(intervals):\n"
+              "        if merged and start <= merged[-1][1]:\n            merged[-1][1] = max(merged[-1][1], end)\n"
+              "        else:\n            merged.append([start, end])\n    return merged\n",
+              (("start <= merged[-1][1]", "start < merged[-1][1]"), ("max(merged[-1][1], end)", "end")),
+              lambda r: ([(lambda a: [a, a + r.randrange(0, 6)])(r.randrange(0, 20)) for _ in range(r.randrange(3, 6))] + [[3, 5], [5, 7], [1, 9], [2, 4]],)),
+    _Template("def {name}(text):\n    out = []\n    for ch in text:\n        if out and out[-1][0] == ch:\n            out[-1][1] += 1\n"
+              "        else:\n            out.append([ch, 1])\n    return [(ch, n) for ch, n in out]\n",
+              (("out[-1][1] += 1", "out[-1][1] = 2"),),
+              lambda r: ("".join(r.choice("aab") * r.randrange(1, 5) for _ in range(r.randrange(3, 6))),)),
+    _Template("def {name}(old, new):\n    return round((new - old) / old * 100, {digits})\n",
+              (("(new - old) / old", "(new - old) / new"),),
+              lambda r: (r.randrange(10, 200), r.randrange(10, 200))),
+    _Template("def {name}(year):\n    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)\n",
+              (("year % 100 != 0 or", "year % 100 != 0 and"),),
+              lambda r: (r.choice([1900, 2000, 2024, 2023, 2100, 2400, r.randrange(1800, 2400)]),)),
+)
+VERBS = ("compute", "build", "collect", "find", "make", "get", "calc", "derive")
+NOUNS = ("clamp", "window", "tally", "peaks", "unique", "index", "chunks", "spans", "runs", "delta", "leap")
+
+
+@dataclass
+class Config:
+    """Difficulty knobs: functions in the module (the bug hides in one), tests per function."""
+
+    n_functions: int = 5
+    tests_per_function: int = 2
+
+
+@dataclass(frozen=True)
+class _World:
+    module: str
+    buggy: str
+    tests: str
+    target: str
+    passing_before: tuple[str, ...]
+    fix: tuple[str, str]  # (buggy text, correct text) of the reference fix
+    decoy: tuple[str, str]  # a plausible but wrong edit in another function
+
+
+def _run(source: str, name: str, args: tuple) -> str:
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<generated>", "exec"), namespace)  # our own generated template code
+    try:
+        return repr(namespace[name](*args))
+    except Exception as error:  # the buggy variant may raise; that is a failure, not an outcome
+        return f"raises {type(error).__name__}"
+
+
+@functools.lru_cache(maxsize=256)
+def _world(seed: int, n_functions: int, tests_per_function: int) -> _World | None:
+    rng = random.Random(seed)
+    picked = rng.sample(range(len(TEMPLATES)), min(max(n_functions, 1), len(TEMPLATES)))
+    names = [f"{rng.choice(VERBS)}_{NOUNS[i % len(NOUNS)]}_{rng.randrange(10, 99)}" for i in picked]
+    parts = [TEMPLATES[i].source.format(name=n, digits=rng.randrange(1, 4)) for i, n in zip(picked, names)]
+    module = '"""Small utilities (generated)."""\n\n\n' + "\n\n".join(parts)
+    buggy_index = rng.randrange(len(picked))
+    good, bad = rng.choice(TEMPLATES[picked[buggy_index]].bugs)
+    buggy_part = parts[buggy_index].replace(good, bad, 1)
+    buggy = module.replace(parts[buggy_index], buggy_part, 1)
+    tests, target, passing = [f"from utils import {', '.join(names)}\n"], None, []
+    for index, name in zip(picked, names):
+        for t in range(max(tests_per_function, 1)):
+            args = TEMPLATES[index].inputs(rng)
+            expected = _run(module, name, args)
+            if expected.startswith("raises"):
+                continue
+            test_name = f"test_{name}_{t}"
+            tests.append(f"\ndef {test_name}():\n    assert {name}(*{args!r}) == {expected}\n")
+            if _run(buggy, name, args) == expected:
+                passing.append(test_name)
+            elif target is None and name == names[buggy_index]:
+                target = test_name
+    if target is None:
+        return None
+    good_line, bad_line = next((g, b) for g, b in zip(parts[buggy_index].splitlines(), buggy_part.splitlines()) if g != b)
+    if buggy.count(bad_line) != 1:
+        return None
+    other = (buggy_index + 1) % len(picked)
+    decoy_good, decoy_bad = TEMPLATES[picked[other]].bugs[0]
+    decoy = (decoy_good, decoy_bad) if buggy.count(decoy_good) == 1 else ("", "")
+    return _World(module, buggy, "".join(tests), target, tuple(passing), (bad_line, good_line), decoy)
+
+
+@register(aliases=("bug_fixing", "swe_repair", "semantic_logic_precision", "program_repair"))
+class CodeRepair(Environment):
+    name = "code_repair"
+    capability = "code_repair"
+    description = (
+        "Repairing code: reading source and tests, localising the faulty logic (off-by-one, wrong "
+        "comparison or operand), and making a minimal, precise edit that makes the failing test pass "
+        "without breaking the others."
+    )
+    Config = Config
+    max_turns = 10
+    _PATH = {"type": "string", "enum": [MODULE, TESTS]}
+    _TOOLS = [
+        {"name": "list_files", "description": "Files in the repository.", "parameters": {"type": "object", "properties": {}}},
+        {"name": "read_file", "description": "A file's text.", "parameters": {"type": "object", "properties": {"path": _PATH}, "required": ["path"]}},
+        {"name": "replace_in_file", "description": "Replace the exact text `old` (which must occur exactly once) by `new`.",
+         "parameters": {"type": "object", "properties": {"path": _PATH, "old": {"type": "string"}, "new": {"type": "string"}},
+                        "required": ["path", "old", "new"]}},
+        {"name": "run_tests", "description": "Run the test suite in a sandbox; returns passes and failures.",
+         "parameters": {"type": "object", "properties": {}}},
+    ]
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        return self._TOOLS
+
+    @property
+    def instructions(self) -> str:
+        return ("You are a software engineer. A test in test_utils.py fails. Find the bug in utils.py and fix it "
+                "with a minimal edit; do not change the tests. When done, reply with a one-line summary of the fix.")
+
+    def _generate(self, seed: int) -> str:
+        self.world = _world(seed, *astuple(self.config))
+        if self.world is None:
+            return ""
+        self.files = {MODULE: self.world.buggy, TESTS: self.world.tests}
+        return f"The test {self.world.target} fails. Please fix the bug."
+
+    def _reject(self) -> str | None:
+        return "the seeded bug breaks no test or its line is not unique" if self.world is None else None
+
+    def _call(self, call_: ToolCall) -> Any:
+        args = call_.arguments
+        if call_.name == "list_files":
+            return sorted(self.files)
+        if call_.name == "read_file":
+            return self.files[args["path"]]
+        if call_.name == "run_tests":
+            return run_tests_cached(self.files, TESTS[:-3]).summary()
+        text, old = self.files[args["path"]], args["old"]
+        count = text.count(old) if old else 0
+        if count != 1:
+            raise ToolError(f"`old` must occur exactly once in {args['path']}, found {count} times")
+        self.files[args["path"]] = text.replace(old, args["new"], 1)
+        return {"ok": True}
+
+    def _score(self, final_answer: str) -> tuple[float, dict[str, Any]]:
+        w = self.world
+        fmt = 0.1 * (bool(final_answer.strip()) and self.errors == 0)
+        module = self.files[MODULE]
+        if module == w.buggy:
+            return round(fmt, 6), {"edited": False, "target": False, "regressions": None}
+        result = run_tests_cached({MODULE: module, TESTS: w.tests}, TESTS[:-3])
+        if not result.ok:
+            return 0.0, {"edited": True, "stopped": result.reason}
+        target = w.target in result.passed
+        kept = all(name in result.passed for name in w.passing_before)
+        changed = sum(1 for line in difflib.unified_diff(w.buggy.splitlines(), module.splitlines(), lineterm="", n=0)
+                      if line[:1] in "+-" and not line.startswith(("+++", "---")))
+        minimal = target and changed <= 4  # the reference fix is 2 diff lines (-1/+1); allow 2 more
+        reward = 0.4 * target + 0.4 * kept + 0.1 * minimal + fmt
+        return round(reward, 6), {"edited": True, "target": target, "no_regressions": kept, "changed_lines": changed}
+
+    def _oracle(self) -> list[str]:
+        bad, good = self.world.fix
+        return [call("read_file", path=MODULE), call("replace_in_file", path=MODULE, old=bad, new=good),
+                f"Fixed the bug: replaced `{bad.strip()}` with `{good.strip()}`."]
+
+    def _wrong(self) -> list[list[str]]:
+        bad, good = self.world.fix
+        wrong = [[call("read_file", path=MODULE), "The code looks correct to me."],
+                 [call("replace_in_file", path=TESTS, old=f"def {self.world.target}():", new=f"def _skipped_{self.world.target}():"), "Done."]]
+        if self.world.decoy[0]:
+            decoy_good, decoy_bad = self.world.decoy
+            wrong.append([call("replace_in_file", path=MODULE, old=decoy_good, new=decoy_bad), "Fixed."])
+        return wrong
+
+    def _hint(self) -> str:
+        return f"Look closely at the line `{self.world.fix[0].strip()}` in utils.py."
