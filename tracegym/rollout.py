@@ -102,7 +102,7 @@ class ChatSegments:
         return ids[self._base_len :]
 
 
-def _params_for_turn(params: SamplingParams, turn: int) -> SamplingParams:
+def turn_params(params: SamplingParams, turn: int) -> SamplingParams:
     """A distinct but reproducible sampling seed for each turn."""
     return params if params.seed is None else replace(params, seed=params.seed + 7919 * turn)
 
@@ -173,7 +173,7 @@ def run_episodes(
     turn = 0
     while live:
         contexts = [episodes[i].prompt_ids + episodes[i].completion_ids for i in live]
-        completions = backend.generate(contexts, _params_for_turn(params, turn))
+        completions = backend.generate(contexts, turn_params(params, turn))
         still = [i for i, c in zip(live, completions) if _advance(episodes[i], envs[i], c, segments)]
         bar.update(len(live) - len(still))
         bar.set_postfix(turn=turn, live=len(still))
