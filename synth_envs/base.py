@@ -89,6 +89,8 @@ class Environment(ABC):
     Config: ClassVar[type]
     max_turns: ClassVar[int] = 12
     max_attempts: ClassVar[int] = 50
+    # knob settings from easy to hard, searched by calibration (each a partial Config)
+    ladder: ClassVar[tuple[dict[str, Any], ...]] = ()
 
     def __init__(self, config: Any = None, **knobs: Any) -> None:
         self.config = config if config is not None else self.Config(**knobs)

@@ -437,6 +437,7 @@ class CausalDiagnosis(Environment):
         "the change to the right cause and the right slice of the data."
     )
     Config = Config
+    ladder = ({"effect_size": 0.8, "n_confounders": 0}, {"effect_size": 0.6, "n_confounders": 1}, {"effect_size": 0.4, "n_confounders": 2}, {"effect_size": 0.3, "n_confounders": 3})
     max_turns = 12
     _TOOLS = [
         {"name": "sql", "description": "Run one read-only DuckDB SELECT over the campaign tables; returns CSV text (max 8,000 chars).",

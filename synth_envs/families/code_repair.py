@@ -161,6 +161,7 @@ class CodeRepair(Environment):
         "without breaking the others."
     )
     Config = Config
+    ladder = ({"n_functions": 2}, {"n_functions": 4}, {"n_functions": 6}, {"n_functions": 8}, {"n_functions": 11})
     max_turns = 10
     _PATH = {"type": "string", "enum": [MODULE, TESTS]}
     _TOOLS = [

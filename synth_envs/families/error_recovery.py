@@ -71,6 +71,7 @@ class ErrorRecovery(Environment):
         "giving up or fabricating results when a call fails."
     )
     Config = Config
+    ladder = ({"n_packages": 1, "failure_rate": 0.5, "n_error_kinds": 1}, {"n_packages": 2, "failure_rate": 0.5, "n_error_kinds": 2}, {"n_packages": 3, "failure_rate": 0.6, "n_error_kinds": 4}, {"n_packages": 5, "failure_rate": 0.8, "n_error_kinds": 4}, {"n_packages": 8, "failure_rate": 1.0, "max_failures": 3, "n_error_kinds": 4})
     max_turns = 12
     _TOOLS = [
         {"name": "track_package", "description": "Current shipping status of a package.",

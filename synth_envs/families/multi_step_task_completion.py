@@ -147,6 +147,7 @@ class MultiStepTaskCompletion(Environment):
         "records the request did not ask for; later steps depend on the results of earlier ones."
     )
     Config = Config
+    ladder = ({"n_operations": 2, "n_items": 10}, {"n_operations": 3, "n_items": 16}, {"n_operations": 4, "n_items": 20}, {"n_operations": 5, "n_items": 24}, {"n_operations": 6, "n_items": 28})
     max_turns = 16
     _ID = {"type": "string", "description": "item id, e.g. IT-301"}
     _TOOLS = [

@@ -103,6 +103,7 @@ class PreconditionVerification(Environment):
         "requests the policy forbids instead of executing them."
     )
     Config = Config
+    ladder = ({"max_conditions": 1, "n_orders": 1}, {"max_conditions": 2, "n_orders": 2}, {"max_conditions": 3, "n_orders": 4}, {"max_conditions": 3, "n_orders": 8})
     max_turns = 8
     _OID = {"type": "string", "description": "order id, e.g. #123456"}
     _TOOLS = [

@@ -128,6 +128,7 @@ class StructuredDataReasoning(Environment):
         "as counts, sums and maxima correctly from the data rather than guessing."
     )
     Config = Config
+    ladder = ({"n_customers": 8, "n_constraints": 1}, {"n_customers": 16, "n_constraints": 1}, {"n_customers": 24, "n_constraints": 2}, {"n_customers": 36, "n_constraints": 3}, {"n_customers": 48, "n_constraints": 4})
     max_turns = 8
     _TOOLS = [
         {

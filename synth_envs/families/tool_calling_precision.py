@@ -119,6 +119,7 @@ class ToolCallingPrecision(Environment):
         "rather than names or guesses."
     )
     Config = Config
+    ladder = ({"n_attendees": 1, "n_optional": 0, "n_lookalikes": 0}, {"n_attendees": 1, "n_optional": 1, "n_lookalikes": 1}, {"n_attendees": 2, "n_optional": 1, "n_lookalikes": 2}, {"n_attendees": 3, "n_optional": 2, "n_lookalikes": 3}, {"n_attendees": 4, "n_optional": 2, "n_lookalikes": 4})
     max_turns = 8
     _TOOLS = [
         {"name": "find_employee", "description": "Employees whose name contains the query: employee_id, name.",
