@@ -87,11 +87,11 @@ def diagnose(trajectories: list[Trajectory], inputs: list[Path], params: Selecti
     else:
         labels = label_deterministic(trajectories, capabilities, progress=progress)
     report = select(capabilities, labels, counted_outcomes(trajectories, sources, count_all_failures), params)
+    keys = {t.id: task_key(t) for t in trajectories}
     by_task: dict[str, int] = {}
     for found in sources.values():
         if found.source == "benchmark":
-            key = task_key(next(t for t in trajectories if t.id == found.trajectory_id))
-            by_task[key] = by_task.get(key, 0) + 1
+            by_task[keys[found.trajectory_id]] = by_task.get(keys[found.trajectory_id], 0) + 1
     report.possible_benchmark_errors = failing_for_every_agent(trajectories) + [
         {"task": key, "reason": change.reason, "failures_attributed_to_benchmark": by_task.get(key, 0)}
         for key, change in sorted(changed.items())

@@ -105,7 +105,9 @@ def render_markdown(diagnosis: Diagnosis) -> str:
     ]
     for name in report.selected:
         lines += _explained(by_name[name])
-    lines += ["## Possible benchmark errors (not counted against agents)", ""]
+    lines += ["## Possible benchmark errors", "",
+              "Failures explained by a corrected gold action are attributed to the benchmark and left out of the "
+              "statistics; tasks that fail for every agent are listed for review and still counted.", ""]
     lines += [f"- `{e['task']}`: {e['reason']}" + (f" ({e['failures_attributed_to_benchmark']} failures attributed)"
               if "failures_attributed_to_benchmark" in e else f" ({e['runs']} runs, {len(e['agents'])} agents)")
               for e in report.possible_benchmark_errors] or ["- none found"]
