@@ -227,11 +227,11 @@ def _parse(output: str, nonce: str) -> SandboxResult:
 
 
 @functools.lru_cache(maxsize=512)
-def _cached(key: str, payload: str, test_module: str) -> SandboxResult:
-    return run_tests(json.loads(payload), test_module)
+def _cached(key: str, payload: str, test_module: str, timeout_s: float) -> SandboxResult:
+    return run_tests(json.loads(payload), test_module, timeout_s=timeout_s)
 
 
-def run_tests_cached(files: dict[str, str], test_module: str) -> SandboxResult:
+def run_tests_cached(files: dict[str, str], test_module: str, timeout_s: float = 10.0) -> SandboxResult:
     """`run_tests` memoised on the files' content (same code, same verdict: saves re-runs)."""
     payload = json.dumps(files, sort_keys=True)
-    return _cached(hashlib.sha256(payload.encode()).hexdigest(), payload, test_module)
+    return _cached(hashlib.sha256(payload.encode()).hexdigest(), payload, test_module, timeout_s)

@@ -151,7 +151,8 @@ def _world(seed: int, n_functions: int, tests_per_function: int) -> _World | Non
     return _World(module, buggy, "".join(tests), target, tuple(passing), (bad_line, good_line), decoy)
 
 
-@register(aliases=("bug_fixing", "swe_repair", "semantic_logic_precision", "program_repair"))
+@register(aliases=("bug_fixing", "swe_repair", "program_repair", "semantic_logic_precision", "patch_production",
+                   "fault_localisation", "fault_localization", "regression_avoidance"))
 class CodeRepair(Environment):
     name = "code_repair"
     capability = "code_repair"
@@ -163,6 +164,7 @@ class CodeRepair(Environment):
     Config = Config
     ladder = ({"n_functions": 2}, {"n_functions": 4}, {"n_functions": 6}, {"n_functions": 8}, {"n_functions": 11})
     max_turns = 10
+    sandbox_timeout_s = 10.0  # wall-clock limit of one test run
     _PATH = {"type": "string", "enum": [MODULE, TESTS]}
     _TOOLS = [
         {"name": "list_files", "description": "Files in the repository.", "parameters": {"type": "object", "properties": {}}},
@@ -200,7 +202,7 @@ class CodeRepair(Environment):
         if call_.name == "read_file":
             return self.files[args["path"]]
         if call_.name == "run_tests":
-            return run_tests_cached(self.files, TESTS[:-3]).summary()
+            return run_tests_cached(self.files, TESTS[:-3], self.sandbox_timeout_s).summary()
         text, old = self.files[args["path"]], args["old"]
         count = text.count(old) if old else 0
         if count != 1:
@@ -214,7 +216,7 @@ class CodeRepair(Environment):
         module = self.files[MODULE]
         if module == w.buggy:
             return round(fmt, 6), {"edited": False, "target": False, "regressions": None}
-        result = run_tests_cached({MODULE: module, TESTS: w.tests}, TESTS[:-3])
+        result = run_tests_cached({MODULE: module, TESTS: w.tests}, TESTS[:-3], self.sandbox_timeout_s)
         if not result.ok:
             return 0.0, {"edited": True, "stopped": result.reason}
         target = w.target in result.passed
