@@ -178,15 +178,12 @@ class GRPOTrainer:
 
     @torch.no_grad()
     def _old_logprobs(self, batch: TokenBatch) -> torch.Tensor:
-        device = self.accelerator.device
-        parts = [token_logprobs(self.model, c.input_ids.to(device), c.attention_mask.to(device)) for c in self._chunks(batch)]
-        width = batch.loss_mask.shape[1]
-        return torch.cat([torch.nn.functional.pad(p, (0, width - p.shape[1])) for p in parts])
+        return torch.cat([token_logprobs(self.model, c.to(self.accelerator.device)).cpu() for c in self._chunks(batch)])
 
-    def _update(self, batch: TokenBatch | None) -> dict[str, float]:
+    def update(self, batch: TokenBatch | None) -> dict[str, float]:
         """`mini_batches` AdamW steps on the clipped surrogate; a process without data still joins
         the gradient all-reduce with a zero loss."""
-        config, acc, device = self.config, self.accelerator, self.accelerator.device
+        config, acc = self.config, self.accelerator
         self.model.train()
         old = self._old_logprobs(batch) if batch is not None else None
         losses, clipped, tokens_seen = [], 0.0, 0.0
@@ -194,26 +191,23 @@ class GRPOTrainer:
             self.optimizer.zero_grad(set_to_none=True)
             rows = list(range(part, len(batch), config.mini_batches)) if batch is not None else []
             if not rows:
-                zero = sum((p * 0.0).sum() for p in self.policy.parameters() if p.requires_grad)
-                acc.backward(zero)
+                acc.backward(sum((p * 0.0).sum() for p in self.policy.parameters() if p.requires_grad))
             else:
                 mini, mini_old = batch.rows(rows), old[rows]
-                tokens = mini.loss_mask.sum().clamp(min=1.0)
+                tokens = mini.loss_mask.sum().clamp(min=1.0).item()
                 total = 0.0
                 for start in range(0, len(rows), config.micro_batch_size):
                     piece = slice(start, start + config.micro_batch_size)
-                    ids, attn = mini.input_ids[piece].to(device), mini.attention_mask[piece].to(device)
-                    mask, adv = mini.loss_mask[piece].to(device), mini.advantages[piece].to(device)
-                    logp = token_logprobs(self.model, ids, attn)
+                    micro = mini.rows(piece).to(acc.device)
                     loss_sum, n_clipped = clipped_surrogate(
-                        logp, mini_old[piece, : logp.shape[1]].to(device), adv[:, : logp.shape[1]],
-                        mask[:, : logp.shape[1]], config.epsilon_low, config.epsilon_high,
+                        token_logprobs(self.model, micro), mini_old[piece].to(acc.device), micro.advantages,
+                        micro.loss_mask, config.epsilon_low, config.epsilon_high,
                     )
                     acc.backward(loss_sum / tokens)
-                    total += loss_sum.item() / tokens.item()
+                    total += loss_sum.item() / tokens
                     clipped += n_clipped.item()
                 losses.append(total)
-                tokens_seen += tokens.item()
+                tokens_seen += tokens
             acc.clip_grad_norm_([p for p in self.policy.parameters() if p.requires_grad], config.max_grad_norm)
             self.optimizer.step()
         self.model.eval()
@@ -230,8 +224,8 @@ class GRPOTrainer:
         seeds = self._step_seeds()
         episodes = self.rollouts(seeds)
         kept = [e for g in varied_groups(episodes, self.config.group_size) for e in g]
-        rewards = acc.gather(torch.tensor([e.reward for e in episodes], device=acc.device)).cpu()
-        plain = acc.gather(torch.tensor([e.reward for e in episodes if not e.hinted] or [float("nan")], device=acc.device)).cpu()
+        rewards = acc.gather(torch.tensor([e.reward for e in episodes], dtype=torch.float64, device=acc.device)).cpu()
+        plain = acc.gather(torch.tensor([e.reward for e in episodes if not e.hinted] or [float("nan")], dtype=torch.float64, device=acc.device)).cpu()
         kept_groups = int(acc.gather(torch.tensor([len(kept) // self.config.group_size], device=acc.device)).sum())
         record: dict[str, Any] = {
             "step": self.step + 1,
@@ -246,7 +240,7 @@ class GRPOTrainer:
         }
         if kept_groups:
             batch = episode_batch(kept, self.advantages(kept), self.pad_id) if kept else None
-            record.update(self._update(batch))
+            record.update(self.update(batch))
         self.step += 1
         record["step_seconds"] = time.perf_counter() - started
         return record
@@ -273,12 +267,14 @@ class GRPOTrainer:
         logger.info("resumed from %s at step %d", found, self.step)
         return True
 
-    def train(self, progress: bool = True) -> list[dict[str, Any]]:
-        """Run steps until `config.steps`; returns this call's log records."""
+    def train(self, progress: bool = True, until: int | None = None) -> list[dict[str, Any]]:
+        """Run steps until step `until` (default `config.steps`); returns this call's log records.
+        Checkpoints fall on multiples of `save_every` and on the last step, not on `until`."""
         config, records = self.config, []
+        until = config.steps if until is None else min(until, config.steps)
         bar = tqdm(total=config.steps, initial=self.step, desc="grpo", unit="step",
                    disable=not progress or not self.accelerator.is_main_process)
-        while self.step < config.steps:
+        while self.step < until:
             record = self.train_step()
             records.append(record)
             if self.accelerator.is_main_process:

@@ -2,9 +2,11 @@
 clipped surrogate.
 
 Layout. An episode's sequence is `train_prompt_ids + completion_ids` (the hint-free prompt: the
-update never sees the hint). Position j of the (B, L-1) "target" tensors holds the log-prob of
-token j+1 given tokens 0..j, so completion token i of an episode with prompt length P sits at
-target position P-1+i. Advantages, sampling masks and old log-probs are placed on that grid.
+update never sees the hint). Sequences are LEFT-padded to a common width L, so every completion
+ends at the last position and only the last C = (longest completion) positions need logits: the
+vocabulary projection, the largest tensor of a small model's step, is computed for C, not L,
+positions. Column j of the (B, C) tensors is the log-prob of input token L-C+j given the tokens
+before it; completion token i of an episode with completion length c sits in column C-c+i.
 """
 
 from __future__ import annotations
@@ -19,16 +21,20 @@ from tracegym.rollout import Episode
 
 @dataclass
 class TokenBatch:
-    """Right-padded episodes: `input_ids`/`attention_mask` (B, L); `loss_mask`/`advantages` (B, L-1)
-    on the target grid (loss_mask 1 on sampled completion tokens)."""
+    """Left-padded episodes: `input_ids`, `attention_mask`, `position_ids` (B, L); `loss_mask` (1 on
+    sampled completion tokens) and `advantages` (B, C) on the last C target positions."""
 
     input_ids: torch.Tensor
     attention_mask: torch.Tensor
+    position_ids: torch.Tensor
     loss_mask: torch.Tensor
     advantages: torch.Tensor
 
     def rows(self, index: Sequence[int] | slice) -> "TokenBatch":
-        return TokenBatch(self.input_ids[index], self.attention_mask[index], self.loss_mask[index], self.advantages[index])
+        return TokenBatch(*(tensor[index] for tensor in (self.input_ids, self.attention_mask, self.position_ids, self.loss_mask, self.advantages)))
+
+    def to(self, device: torch.device | str) -> "TokenBatch":
+        return TokenBatch(*(tensor.to(device) for tensor in (self.input_ids, self.attention_mask, self.position_ids, self.loss_mask, self.advantages)))
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -37,25 +43,30 @@ class TokenBatch:
 def episode_batch(episodes: Sequence[Episode], advantages: torch.Tensor, pad_id: int) -> TokenBatch:
     """Batch `episodes` (hint-free prompts) with per-completion-token `advantages` of shape (B, T),
     T ≥ the longest completion (entries past an episode's completion are ignored)."""
-    lengths = [len(e.train_prompt_ids) + len(e.completion_ids) for e in episodes]
-    width = max(lengths)
+    width = max(len(e.train_prompt_ids) + len(e.completion_ids) for e in episodes)
+    columns = max(len(e.completion_ids) for e in episodes)
     input_ids = torch.full((len(episodes), width), pad_id, dtype=torch.long)
     attention_mask = torch.zeros((len(episodes), width), dtype=torch.long)
-    loss_mask = torch.zeros((len(episodes), width - 1), dtype=torch.float32)
-    token_advantages = torch.zeros((len(episodes), width - 1), dtype=torch.float32)
+    loss_mask = torch.zeros((len(episodes), columns), dtype=torch.float32)
+    token_advantages = torch.zeros((len(episodes), columns), dtype=torch.float32)
     for row, episode in enumerate(episodes):
-        prompt, completion = len(episode.train_prompt_ids), len(episode.completion_ids)
-        input_ids[row, : lengths[row]] = torch.tensor(episode.train_prompt_ids + episode.completion_ids)
-        attention_mask[row, : lengths[row]] = 1
-        loss_mask[row, prompt - 1 : prompt - 1 + completion] = torch.tensor(episode.loss_mask, dtype=torch.float32)
-        token_advantages[row, prompt - 1 : prompt - 1 + completion] = advantages[row, :completion].float()
-    return TokenBatch(input_ids, attention_mask, loss_mask, token_advantages * loss_mask)
+        ids, completion = episode.train_prompt_ids + episode.completion_ids, len(episode.completion_ids)
+        input_ids[row, width - len(ids) :] = torch.tensor(ids)
+        attention_mask[row, width - len(ids) :] = 1
+        loss_mask[row, columns - completion :] = torch.tensor(episode.loss_mask, dtype=torch.float32)
+        token_advantages[row, columns - completion :] = advantages[row, :completion].float()
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    return TokenBatch(input_ids, attention_mask, position_ids, loss_mask, token_advantages * loss_mask)
 
 
-def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """(B, L-1) log p(input_ids[:, j+1] | input_ids[:, :j+1]) under `model` (float32)."""
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
-    targets = input_ids[:, 1:].unsqueeze(-1)
+def token_logprobs(model: torch.nn.Module, batch: TokenBatch) -> torch.Tensor:
+    """(B, C) log-probs under `model` of the last C tokens of each row (C = batch.loss_mask width)."""
+    columns = batch.loss_mask.shape[1]
+    logits = model(
+        input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids,
+        logits_to_keep=columns + 1, use_cache=False,
+    ).logits[:, :-1].float()
+    targets = batch.input_ids[:, -columns:].unsqueeze(-1)
     return logits.gather(-1, targets).squeeze(-1) - torch.logsumexp(logits, dim=-1)
 
 
