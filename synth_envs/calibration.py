@@ -107,7 +107,9 @@ def calibrate(family: str, measure: Measure, seeds: Sequence[int] = range(20), r
         else:
             high = middle - 1
     centre = (band.low + band.high) / 2
-    best = min(curve, key=lambda p: (not p.in_band(band), abs(p.mean_reward - centre)))
+    # ties (e.g. a policy that solves every rung) go to the hardest rung when too easy, the easiest when too hard
+    best = min(curve, key=lambda p: (not p.in_band(band), round(abs(p.mean_reward - centre), 6),
+                                     -p.ladder_index if p.mean_reward > band.high else p.ladder_index))
     return Calibration(family, band, best.knobs, best.in_band(band), best.accepted(band), curve, policy)
 
 
