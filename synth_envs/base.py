@@ -75,6 +75,9 @@ def validate_arguments(schema: dict[str, Any], arguments: dict[str, Any]) -> str
     return None
 
 
+_SYSTEM_PROMPTS: dict[tuple[type, str], str] = {}
+
+
 def derive_seed(seed: int, attempt: int) -> int:
     """The generator seed of regeneration `attempt` of `seed` (attempt 0 is `seed` itself)."""
     return seed if attempt == 0 else (seed * 1_000_003 + attempt * 7_919) % (2**63)
@@ -178,7 +181,12 @@ class Environment(ABC):
 
     @property
     def system_prompt(self) -> str:
-        return tools_system_prompt(self.instructions, self.tools)
+        """Instructions, tool schemas and call format (memoised per family and knobs)."""
+        key = (type(self), json.dumps(self.knobs(), sort_keys=True, default=str))
+        prompt = _SYSTEM_PROMPTS.get(key)
+        if prompt is None:
+            prompt = _SYSTEM_PROMPTS[key] = tools_system_prompt(self.instructions, self.tools)
+        return prompt
 
     def knobs(self) -> dict[str, Any]:
         return asdict(self.config)

@@ -1,0 +1,80 @@
+"""Episodes generated and verified per second, per environment family, as a ratio to the goal.
+
+One episode = `reset(seed)` on a seed never seen by the process (generation, the family's own
+checks, and the oracle checks: oracle play scored 1.0, every wrong trajectory scored below 1)
+plus playing the oracle through `step` and scoring it. Goals (issue 4): 1,000/s for the tool
+families, 50/s for causal diagnosis, 5/s for code repair. Also printed, measured in the same run:
+generation alone (`_generate` on fresh seeds) and a JSON round trip of the oracle dialogue, the
+floor cost of merely serialising an episode.
+
+    python benchmarks/envs.py [--quick] [--workers N] [--seconds S]
+
+`--workers N` runs N processes on disjoint seeds and reports their summed rate (episodes are
+independent, so generation parallelises across cores); the default is one process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import time
+
+from tracegym.synth_envs.base import play
+from tracegym.synth_envs.registry import families, make_env
+
+GOALS = {"causal_diagnosis": 50.0, "code_repair": 5.0}
+TOOL_GOAL = 1_000.0
+
+
+def _rate(family: str, start: int, seconds: float, what: str) -> tuple[int, float]:
+    """Episodes of `what` ("full", "generate", "json") done on fresh seeds within `seconds`."""
+    env = make_env(family)
+    done, seed, began = 0, start, time.perf_counter()
+    while time.perf_counter() - began < seconds or done < 3:
+        if what == "full":
+            env.reset(seed)
+            _, result = play(env, seed, env.oracle(seed))
+            if result.reward != 1.0:
+                raise AssertionError(f"{family} seed {seed}: oracle earned {result.reward}")
+        elif what == "generate":
+            env._generate(seed)
+        else:
+            messages, _ = play(env, seed, env.oracle(seed)) if done == 0 else (messages, None)
+            json.loads(json.dumps([m.model_dump() for m in messages]))
+        done, seed = done + 1, seed + 1
+    return done, time.perf_counter() - began
+
+
+def _worker(job: tuple[str, int, float, str]) -> tuple[int, float]:
+    return _rate(*job)
+
+
+def measure(family: str, seconds: float, workers: int, what: str, base: int) -> float:
+    if workers == 1:
+        done, elapsed = _rate(family, base, seconds, what)
+        return done / elapsed
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        results = pool.map(_worker, [(family, base + w * 10_000_000, seconds, what) for w in range(workers)])
+    return sum(done / elapsed for done, elapsed in results)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1 s per measurement instead of 3 s")
+    parser.add_argument("--seconds", type=float, default=None)
+    parser.add_argument("--workers", type=int, default=1)
+    args = parser.parse_args()
+    seconds = args.seconds or (1.0 if args.quick else 3.0)
+    print(f"{'family':28s} {'verified/s':>11s} {'goal':>7s} {'ratio':>7s} {'gen only/s':>11s} {'json rt/s':>10s}  (workers={args.workers})")
+    for index, family in enumerate(families()):
+        base = 50_000_000 + index * 1_000_000_000
+        full = measure(family, seconds, args.workers, "full", base)
+        generate = measure(family, seconds / 2, args.workers, "generate", base + 500_000_000)
+        round_trip = measure(family, seconds / 2, 1, "json", base)
+        goal = GOALS.get(family, TOOL_GOAL)
+        print(f"{family:28s} {full:11.1f} {goal:7.0f} {full / goal:6.2f}x {generate:11.1f} {round_trip:10.1f}")
+
+
+if __name__ == "__main__":
+    main()
