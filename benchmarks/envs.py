@@ -5,7 +5,8 @@ checks, and the oracle checks: oracle play scored 1.0, every wrong trajectory sc
 plus playing the oracle through `step` and scoring it. Goals (issue 4): 1,000/s for the tool
 families, 50/s for causal diagnosis, 5/s for code repair. Also printed, measured in the same run:
 generation alone (`_generate` on fresh seeds) and a JSON round trip of the oracle dialogue, the
-floor cost of merely serialising an episode.
+floor cost of merely serialising an episode, and the share of generation attempts the checks
+rejected (regenerated from the next derived seed).
 
     python benchmarks/envs.py [--quick] [--workers N] [--seconds S]
 
@@ -27,13 +28,15 @@ GOALS = {"causal_diagnosis": 50.0, "code_repair": 5.0}
 TOOL_GOAL = 1_000.0
 
 
-def _rate(family: str, start: int, seconds: float, what: str) -> tuple[int, float]:
-    """Episodes of `what` ("full", "generate", "json") done on fresh seeds within `seconds`."""
+def _rate(family: str, start: int, seconds: float, what: str) -> tuple[int, float, int]:
+    """Episodes of `what` ("full", "generate", "json") done on fresh seeds within `seconds`,
+    the time taken, and the generation attempts they needed (rejected ones included)."""
     env = make_env(family)
-    done, seed, began = 0, start, time.perf_counter()
+    done, seed, attempts, began = 0, start, 0, time.perf_counter()
     while time.perf_counter() - began < seconds or done < 3:
         if what == "full":
             env.reset(seed)
+            attempts += env.attempts
             _, result = play(env, seed, env.oracle(seed))
             if result.reward != 1.0:
                 raise AssertionError(f"{family} seed {seed}: oracle earned {result.reward}")
@@ -43,20 +46,22 @@ def _rate(family: str, start: int, seconds: float, what: str) -> tuple[int, floa
             messages, _ = play(env, seed, env.oracle(seed)) if done == 0 else (messages, None)
             json.loads(json.dumps([m.model_dump() for m in messages]))
         done, seed = done + 1, seed + 1
-    return done, time.perf_counter() - began
+    return done, time.perf_counter() - began, attempts
 
 
-def _worker(job: tuple[str, int, float, str]) -> tuple[int, float]:
+def _worker(job: tuple[str, int, float, str]) -> tuple[int, float, int]:
     return _rate(*job)
 
 
-def measure(family: str, seconds: float, workers: int, what: str, base: int) -> float:
+def measure(family: str, seconds: float, workers: int, what: str, base: int) -> tuple[float, float]:
+    """Episodes per second (summed over workers) and the share of generation attempts rejected."""
     if workers == 1:
-        done, elapsed = _rate(family, base, seconds, what)
-        return done / elapsed
-    with multiprocessing.get_context("fork").Pool(workers) as pool:
-        results = pool.map(_worker, [(family, base + w * 10_000_000, seconds, what) for w in range(workers)])
-    return sum(done / elapsed for done, elapsed in results)
+        results = [_rate(family, base, seconds, what)]
+    else:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            results = pool.map(_worker, [(family, base + w * 10_000_000, seconds, what) for w in range(workers)])
+    done, attempts = sum(r[0] for r in results), sum(r[2] for r in results)
+    return sum(r[0] / r[1] for r in results), (1 - done / attempts if attempts else 0.0)
 
 
 def main() -> None:
@@ -66,14 +71,15 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
     seconds = args.seconds or (1.0 if args.quick else 3.0)
-    print(f"{'family':28s} {'verified/s':>11s} {'goal':>7s} {'ratio':>7s} {'gen only/s':>11s} {'json rt/s':>10s}  (workers={args.workers})")
+    print(f"{'family':28s} {'verified/s':>11s} {'goal':>7s} {'ratio':>7s} {'rejected':>9s} {'gen only/s':>11s} {'json rt/s':>10s}"
+          f"  (workers={args.workers})")
     for index, family in enumerate(families()):
         base = 50_000_000 + index * 1_000_000_000
-        full = measure(family, seconds, args.workers, "full", base)
-        generate = measure(family, seconds / 2, args.workers, "generate", base + 500_000_000)
-        round_trip = measure(family, seconds / 2, 1, "json", base)
+        full, rejected = measure(family, seconds, args.workers, "full", base)
+        generate, _ = measure(family, seconds / 2, args.workers, "generate", base + 500_000_000)
+        round_trip, _ = measure(family, seconds / 2, 1, "json", base)
         goal = GOALS.get(family, TOOL_GOAL)
-        print(f"{family:28s} {full:11.1f} {goal:7.0f} {full / goal:6.2f}x {generate:11.1f} {round_trip:10.1f}")
+        print(f"{family:28s} {full:11.1f} {goal:7.0f} {full / goal:6.2f}x {rejected:9.1%} {generate:11.1f} {round_trip:10.1f}")
 
 
 if __name__ == "__main__":
