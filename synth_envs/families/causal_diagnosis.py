@@ -66,8 +66,7 @@ class _World:
     cause: str
     slice: Slice
     onset: str
-    found: tuple[str, Slice] | None
-    problem: str | None
+    problem: str | None  # why the verifier rejects this episode (None: accepted)
 
 
 def _mask(slice_: Slice) -> np.ndarray:
@@ -330,7 +329,7 @@ def _world(seed: int, effect_size: float, n_confounders: int, daily_impressions:
     found = _diagnose(tables, window_days, threshold)
     if problem is None and (found[0] != cause or set(found[1]) != set(slice_)):
         problem = f"not distinguishable: visible data point to {found[0]} {dict(found[1])}"
-    return _World(tables, cause, slice_, onset, found, problem)
+    return _World(tables, cause, slice_, onset, problem)
 
 
 class _Databases:
