@@ -131,7 +131,9 @@ def warm_start(
     elapsed = time.perf_counter() - started
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     peft_model: PeftModel = trainer.model
-    peft_model.save_pretrained(str(out_dir))
+    if trainer.accelerator.is_main_process:
+        peft_model.save_pretrained(str(out_dir))
+    trainer.accelerator.wait_for_everyone()
     metrics = {
         "config": asdict(config),
         "dialogues": len(dataset),

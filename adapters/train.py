@@ -14,6 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
+from accelerate import PartialState
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from tracegym.adapters.artifacts import write_artifacts
@@ -63,25 +64,31 @@ def train_adapter(
     if not resume and find_checkpoint(out_dir / CHECKPOINT_DIR) is not None:
         raise FileExistsError(f"{out_dir} already holds a training checkpoint: resume it or use a fresh folder")
     factory = env_factory or env_factory_for(env_spec)
+    state = PartialState()  # one process, or each of `accelerate launch`'s; files are written by the main one
     model, tokenizer = load_base(model_name)
-    adapter_dir, warm_metrics = None, None
+    adapter_dir = None
     if warm is not None:
         adapter_dir = out_dir / "warm_start"
         if (adapter_dir / "adapter_config.json").is_file():
             logger.info("reusing the warm start in %s", adapter_dir)
         else:
-            lo, hi = env_spec.train_seeds
+            hi = env_spec.train_seeds[1]
             peft_model, warm_metrics = warm_start(model, tokenizer, factory, range(hi - warm.dialogues, hi), warm, adapter_dir)
-            (adapter_dir / "warm_start.json").write_text(json.dumps(warm_metrics, indent=2))
+            if state.is_main_process:
+                (adapter_dir / "warm_start.json").write_text(json.dumps(warm_metrics, indent=2))
+            state.wait_for_everyone()
             model = peft_model.unload()
-    policy = attach_lora(model, rank=config.lora_rank, adapter_dir=adapter_dir, seed=config.seed)
+    policy = attach_lora(model, rank=config.lora_rank, adapter_dir=adapter_dir, seed=config.seed).to(state.device)
     eval_seeds = range(env_spec.eval_seeds[0], min(env_spec.eval_seeds[0] + heldout_seeds, env_spec.eval_seeds[1]))
     evaluate = functools.partial(
         heldout_reward, tokenizer=tokenizer, env_factory=factory, seeds=eval_seeds, max_new_tokens=config.max_new_tokens
     )
     before_file = out_dir / "heldout_before.json"
     if heldout_seeds and not before_file.is_file():
-        before_file.write_text(json.dumps(evaluate(policy)))
+        before = evaluate(policy)
+        if state.is_main_process:
+            before_file.write_text(json.dumps(before))
+        state.wait_for_everyone()
     trainer = GRPOTrainer(policy, tokenizer, factory, config, out_dir, train_seeds=env_spec.train_seeds)
     if resume:
         trainer.resume()
@@ -92,6 +99,9 @@ def train_adapter(
         metrics["heldout_after"] = evaluate(trainer.policy)
     if adapter_dir is not None:
         metrics["warm_start"] = json.loads((adapter_dir / "warm_start.json").read_text())
+    if not state.is_main_process:
+        return AdapterArtifact(capability=env_spec.capability, path=str(out_dir.resolve()), base_model=model_name,
+                               env_spec=env_spec, credit=config.credit, metrics=metrics)
     train_config = {"grpo": config.to_dict(), "warm_start": asdict(warm) if warm else None, "model": model_name}
     return write_artifacts(
         out_dir, trainer.policy, train_config, read_log(out_dir), env_spec, model_name, config.credit, metrics

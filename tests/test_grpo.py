@@ -118,3 +118,18 @@ def test_train_cli_rejects_bad_specs(tmp_path, capsys):
     bad.write_text('{"family": 3}')
     assert main(["train", str(bad), "--out", str(tmp_path / "b")]) == 1
     assert "not an EnvSpec" in capsys.readouterr().err
+
+
+def test_train_cli_writes_artifacts_and_resumes(tmp_path, capsys):
+    out = tmp_path / "adapter"
+    common = ["train", "precondition_verification", "--out", str(out), "--model", "tiny", "--groups", "1",
+              "--group-size", "2", "--max-new-tokens", "6", "--heldout-seeds", "1", "--save-every", "1"]
+    assert main([*common, "--steps", "1", "--credit", "grpo"]) == 0
+    assert main([*common, "--steps", "2", "--credit", "grpo"]) == 1  # a checkpoint exists: no silent overwrite
+    assert "--resume" in capsys.readouterr().err
+    assert main([*common, "--steps", "2", "--credit", "grpo", "--resume"]) == 0
+    assert [r["step"] for r in read_log(out)] == [1, 2]
+    artifact = AdapterArtifact.model_validate_json((out / "artifact.json").read_text())
+    assert artifact.metrics["steps"] == 2 and artifact.env_spec.family == "precondition_verification"
+    for name in ("adapter_config.json", "adapter_model.safetensors", "train_config.json", "learning_curve.png"):
+        assert (out / name).is_file(), name
