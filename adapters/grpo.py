@@ -130,6 +130,8 @@ class GRPOTrainer:
         if not params:
             raise ValueError("the model has no trainable (LoRA) parameters")
         optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
+        if config.groups_per_step % self.accelerator.num_processes:
+            raise ValueError(f"groups_per_step {config.groups_per_step} must divide among {self.accelerator.num_processes} processes")
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.train_lo, span = train_seeds[0], train_seeds[1] - train_seeds[0]
         if span < config.groups_per_step:
