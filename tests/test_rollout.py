@@ -185,3 +185,26 @@ def test_rejects_bad_hint_fraction(tiny):
     _, tokenizer = tiny
     with pytest.raises(ValueError, match="hint_fraction"):
         run_episodes(ScriptedBackend(tokenizer, {}), KeyChainEnv, [0], 1, SamplingParams(), hint_fraction=1.5)
+
+
+@pytest.mark.slow
+def test_embedded_model_rollouts_on_a_family():
+    """The embedded model against a real family: invariants hold, and the recorded log-probs are the
+    model's at the sampling temperature (the backend's scores are temperature-scaled logits)."""
+    import torch
+
+    from tracegym.models import load_model
+    from tracegym.synth_envs.registry import make_env
+
+    model, tokenizer = load_model()
+    params = SamplingParams(max_new_tokens=24, temperature=0.7, seed=3)
+    episodes = run_episodes(HFBackend(model, tokenizer), lambda: make_env("multi_step_task_completion"), [0, 1], 2, params, 0.5)
+    for episode in episodes:
+        _check_invariants(episode)
+        ids = torch.tensor([episode.prompt_ids + episode.completion_ids])
+        with torch.no_grad():
+            logprobs = (model(input_ids=ids).logits[0, :-1] / params.temperature).log_softmax(-1)
+        targets = ids[0, 1:]
+        recomputed = logprobs.gather(-1, targets[:, None])[:, 0][len(episode.prompt_ids) - 1 :]
+        mask = torch.tensor(episode.loss_mask, dtype=torch.bool)
+        assert torch.allclose(recomputed[mask], torch.tensor(episode.logprobs)[mask], atol=1e-3)
