@@ -32,6 +32,7 @@ def _rate(family: str, start: int, seconds: float, what: str) -> tuple[int, floa
     """Episodes of `what` ("full", "generate", "json") done on fresh seeds within `seconds`,
     the time taken, and the generation attempts they needed (rejected ones included)."""
     env = make_env(family)
+    dialogue = play(env, start, env.oracle(start))[0] if what == "json" else []  # serialised, not timed
     done, seed, attempts, began = 0, start, 0, time.perf_counter()
     while time.perf_counter() - began < seconds or done < 3:
         if what == "full":
@@ -43,8 +44,7 @@ def _rate(family: str, start: int, seconds: float, what: str) -> tuple[int, floa
         elif what == "generate":
             env._generate(seed)
         else:
-            messages, _ = play(env, seed, env.oracle(seed)) if done == 0 else (messages, None)
-            json.loads(json.dumps([m.model_dump() for m in messages]))
+            json.loads(json.dumps([m.model_dump() for m in dialogue]))
         done, seed = done + 1, seed + 1
     return done, time.perf_counter() - began, attempts
 

@@ -348,7 +348,7 @@ class _Databases:
 
     def cursor(self, seed: int, knobs: tuple) -> Any:
         import duckdb
-        import pandas as pd
+        import pyarrow as pa
 
         if self.connection is None:
             self.connection = duckdb.connect(":memory:", config={"threads": 1})
@@ -359,7 +359,7 @@ class _Databases:
             name = f"episode_{len(self.attached)}_{abs(hash(key)) % 10**12}"
             self.connection.execute(f"ATTACH ':memory:' AS {name}")
             for table, columns in _world(seed, *knobs).tables.items():
-                self.connection.register("_frame", pd.DataFrame(columns))
+                self.connection.register("_frame", pa.table(columns))
                 self.connection.execute(f"CREATE TABLE {name}.{table} AS SELECT * FROM _frame")
                 self.connection.unregister("_frame")
             cursor = self.connection.cursor()
