@@ -47,7 +47,11 @@ HINT_SEPARATOR = "\n\nHint: "
 
 @dataclass
 class Episode:
-    """One rollout. Lists over completion tokens all have len(completion_ids) entries."""
+    """One rollout. Lists over completion tokens all have len(completion_ids) entries.
+
+    `logprobs` are what the backend reports for the sampled tokens: log-probs of the sampling
+    distribution, i.e. of the temperature-scaled logits (equal to the model's own at temperature 1).
+    """
 
     seed: int
     hinted: bool
