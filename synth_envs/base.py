@@ -75,7 +75,7 @@ def validate_arguments(schema: dict[str, Any], arguments: dict[str, Any]) -> str
     return None
 
 
-_SYSTEM_PROMPTS: dict[tuple[type, str], str] = {}
+_SYSTEM_PROMPTS: dict[tuple[type, str], str] = {}  # (family, repr of its Config) -> prompt
 
 
 def derive_seed(seed: int, attempt: int) -> int:
@@ -182,7 +182,7 @@ class Environment(ABC):
     @property
     def system_prompt(self) -> str:
         """Instructions, tool schemas and call format (memoised per family and knobs)."""
-        key = (type(self), json.dumps(self.knobs(), sort_keys=True, default=str))
+        key = (type(self), repr(self.config))
         prompt = _SYSTEM_PROMPTS.get(key)
         if prompt is None:
             prompt = _SYSTEM_PROMPTS[key] = tools_system_prompt(self.instructions, self.tools)
