@@ -9,7 +9,7 @@ measures how often that happens.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -17,8 +17,28 @@ if TYPE_CHECKING:
     from tracegym.synth_envs.base import Environment
 
 
+_VERDICTS: OrderedDict[tuple[type, str, int], str | None] = OrderedDict()
+_VERDICTS_KEPT = 4096
+
+
 def verify_generated(env: "Environment", generator_seed: int) -> str | None:
-    """Why the episode built from `generator_seed` fails the oracle checks, or None when it passes."""
+    """Why the episode built from `generator_seed` fails the oracle checks, or None when it passes.
+
+    Verdicts are memoised per (family, knobs, generator seed): episodes are pure functions of
+    those, so replaying a seed (every `play` resets) does not re-run the checks.
+    """
+    key = (type(env), repr(env.config), generator_seed)
+    if key in _VERDICTS:
+        _VERDICTS.move_to_end(key)
+        return _VERDICTS[key]
+    verdict = _check(env, generator_seed)
+    _VERDICTS[key] = verdict
+    if len(_VERDICTS) > _VERDICTS_KEPT:
+        _VERDICTS.popitem(last=False)
+    return verdict
+
+
+def _check(env: "Environment", generator_seed: int) -> str | None:
     from tracegym.synth_envs.base import play
 
     twin = type(env)(env.config)
