@@ -46,6 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     synth.add_argument("--rollouts", type=int, default=4, help="rollouts per seed (paper: 16)")
     synth.add_argument("--temperature", type=float, default=0.7)
     synth.add_argument("--max-new-tokens", type=int, default=256)
+    synth.add_argument("--hint-fraction", type=float, default=0.0, help="share of rollouts per seed given the hint")
     synth.add_argument("--band", type=float, nargs=2, default=(0.2, 0.6), metavar=("LOW", "HIGH"))
     synth.add_argument("--threshold", type=float, default=0.12, help="TF-IDF cosine needed to match by description")
     synth.set_defaults(run=run_synth)
@@ -122,7 +123,8 @@ def run_synth(args: argparse.Namespace) -> int:
         from tracegym.generation import SamplingParams
 
         backend, policy = _backend(args)
-        measure = backend_measure(backend, SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature))
+        measure = backend_measure(backend, SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature),
+                                  hint_fraction=args.hint_fraction)
     specs, calibrations, done = [], [], {}
     for match in matches:
         if match.family is None:
