@@ -6,8 +6,15 @@ held-out reward (unhinted, T = 0.7, eval seeds) before and after. Prints the hel
 training as a RATIO to the warm start's (measured in the same run), per credit, and trace's
 held-out reward as a ratio to plain GRPO's, with 95% intervals.
 
-    python benchmarks/learning.py            # embedded SmolLM2-135M on CPU, ~25 minutes on 2 free cores
+    python benchmarks/learning.py --out DIR  # embedded SmolLM2-135M on CPU (see cost below)
     python benchmarks/learning.py --quick    # 2-step smoke on the tiny random model (seconds)
+
+Cost. The tool families' dialogues are ~750 tokens (the policy and tool schemas make up most of
+the system prompt), so on CPU every step is dominated by forward/backward passes over them:
+measured on this project's 2-core machine (~20 GFLOPS under load), one SmolLM2 forward+backward
+over 2 × 750 tokens takes 105-150 s, so the default sizes below (8 SFT steps, 3 seeds × 2 credits
+× 2 GRPO steps of 4 rollouts) need well over an hour there; a GPU takes minutes. With `--out` the
+run is resumable: a finished warm start is reused and each GRPO run resumes from its checkpoint.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from tracegym.adapters.grpo import GRPOConfig, GRPOTrainer
+from tracegym.adapters.grpo import GRPOConfig, GRPOTrainer, read_log
 from tracegym.adapters.heldout import heldout_reward, mean_interval
 from tracegym.adapters.lora import attach_lora
 from tracegym.adapters.sft import WarmStartConfig, warm_start
@@ -51,7 +58,12 @@ def run(args: argparse.Namespace, out: Path) -> dict:
     warm = WarmStartConfig(dialogues=settings["sft_steps"] * settings["sft_batch"], steps=settings["sft_steps"],
                            batch_size=settings["sft_batch"], learning_rate=args.sft_lr)
     started = time.perf_counter()
-    warm_model, warm_metrics = warm_start(base, tokenizer, factory, range(50_000, 50_000 + warm.dialogues), warm, out / "warm_start")
+    warm_file = out / "warm_start" / "warm_start.json"
+    if warm_file.is_file():
+        warm_model, warm_metrics = attach_lora(base, adapter_dir=out / "warm_start"), json.loads(warm_file.read_text())
+    else:
+        warm_model, warm_metrics = warm_start(base, tokenizer, factory, range(50_000, 50_000 + warm.dialogues), warm, out / "warm_start")
+        warm_file.write_text(json.dumps(warm_metrics))
     warm_seconds = time.perf_counter() - started
     eval_seeds = range(spec.eval_seeds[0], spec.eval_seeds[0] + settings["heldout"])
     evaluate = lambda model: heldout_reward(model, tokenizer, factory, eval_seeds, rollouts_per_seed=1,  # noqa: E731
@@ -68,8 +80,10 @@ def run(args: argparse.Namespace, out: Path) -> dict:
                                 learning_rate=args.lr, mini_batches=2, max_new_tokens=settings["max_new_tokens"],
                                 hint_fraction=0.25, credit=credit, seed=seed, save_every=settings["steps"])
             trainer = GRPOTrainer(policy, tokenizer, factory, config, out / f"{credit}_{seed}", train_seeds=spec.train_seeds)
+            trainer.resume()
             started = time.perf_counter()
-            records = trainer.train(progress=not args.quick)
+            trainer.train(progress=not args.quick)
+            records = read_log(out / f"{credit}_{seed}")
             after = evaluate(trainer.policy)
             runs.append({"credit": credit, "seed": seed, "after": after, "seconds": time.perf_counter() - started,
                          "train_reward": [r["reward_mean"] for r in records], "kept_groups": [r["kept_groups"] for r in records]})
