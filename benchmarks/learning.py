@@ -31,7 +31,7 @@ import numpy as np
 from scipy import stats
 
 from tracegym.adapters.grpo import GRPOConfig, GRPOTrainer, read_log
-from tracegym.adapters.heldout import heldout_reward, mean_interval
+from tracegym.adapters.heldout import heldout_reward
 from tracegym.adapters.lora import attach_lora
 from tracegym.adapters.sft import WarmStartConfig, warm_start
 from tracegym.adapters.train import TINY_MODEL, env_factory_for, load_base
