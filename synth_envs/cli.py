@@ -18,10 +18,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from tracegym.cli import UserError
-from tracegym.schema import Capability, CapabilityReport, EnvSpec, write_jsonl
+from tracegym.schema import Capability, CapabilityReport
 from tracegym.synth_envs.base import play
-from tracegym.synth_envs.calibration import Band, backend_measure, calibrate, write_calibrations
-from tracegym.synth_envs.registry import families, get_family, make_env, match_capabilities
+from tracegym.synth_envs.calibration import Band, backend_measure
+from tracegym.synth_envs.registry import families, make_env
+from tracegym.synth_envs.synthesise import synthesise
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -115,8 +116,6 @@ def run_synth(args: argparse.Namespace) -> int:
     capabilities = _read_capabilities(args.capabilities)
     if not capabilities:
         raise UserError(f"file {args.capabilities}: no selected capabilities")
-    matches = match_capabilities(capabilities, threshold=args.threshold)
-    args.out.mkdir(parents=True, exist_ok=True)
     band = Band(*args.band)
     measure, policy = None, ""
     if args.calibrate:
@@ -125,26 +124,8 @@ def run_synth(args: argparse.Namespace) -> int:
         backend, policy = _backend(args)
         measure = backend_measure(backend, SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature),
                                   hint_fraction=args.hint_fraction)
-    specs, calibrations, done = [], [], {}
-    for match in matches:
-        if match.family is None:
-            continue
-        cls = get_family(match.family)
-        if measure is not None and match.family not in done:
-            done[match.family] = calibrate(match.family, measure, range(args.seeds), args.rollouts, band, policy)
-            calibrations.append(done[match.family])
-        calibration = done.get(match.family)
-        knobs = {**asdict(cls.Config()), **(calibration.knobs if calibration else {})}
-        summary = ({"calibrated": True, "in_band": calibration.in_band, "accepted": calibration.accepted, "policy": policy}
-                   if calibration else {"calibrated": False, "reason": "default knobs: run with --calibrate to fit them to a policy"})
-        specs.append(EnvSpec(capability=match.capability, family=match.family, knobs=knobs, calibration=summary))
-    write_jsonl(specs, args.out / "env_specs.jsonl")
-    (args.out / "matches.json").write_text(json.dumps([asdict(m) for m in matches], indent=1))
-    if calibrations:
-        write_calibrations(calibrations, args.out / "calibration.json")
-    else:
-        (args.out / "calibration.json").write_text(json.dumps({"families": [], "calibrated": False,
-                                                                "reason": "run with --calibrate to search knobs against a policy"}, indent=1))
+    synthesis = synthesise(capabilities, args.out, measure, policy, args.seeds, args.rollouts, band, args.threshold)
+    matches, done, specs = synthesis.matches, synthesis.calibrations, synthesis.specs
     print(f"{'capability':34s} {'family':28s} {'matched by':12s} {'score':>6s}  calibration")
     for match in matches:
         calibration = done.get(match.family) if match.family else None
