@@ -39,6 +39,10 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
+class RunDirectoryError(ValueError):
+    """The directory holds a run made with another config."""
+
+
 class RunDirectory:
     """Stage bookkeeping for one run; `config` is stored and must match on resume."""
 
@@ -49,7 +53,7 @@ class RunDirectory:
         if self.manifest_path.exists():
             self.manifest = json.loads(self.manifest_path.read_text())
             if self.manifest.get("config") != config:
-                raise ValueError(
+                raise RunDirectoryError(
                     f"{self.manifest_path}: this run directory was made with another config "
                     f"({self.manifest.get('config')}); use a new --out directory"
                 )

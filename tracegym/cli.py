@@ -14,7 +14,7 @@ from tracegym import __version__
 
 # Each module defines `register(subparsers)`, adding its commands with `set_defaults(run=...)`;
 # `run(args) -> int` returns the exit code.
-STAGE_CLIS: tuple[str, ...] = ("tracegym.analysis.cli", "tracegym.analysis.diagnose_cli", "tracegym.adapters.cli", "tracegym.synth_envs.cli")
+STAGE_CLIS: tuple[str, ...] = ("tracegym.analysis.cli", "tracegym.analysis.diagnose_cli", "tracegym.adapters.cli", "tracegym.synth_envs.cli", "tracegym.eval.cli")
 
 
 class UserError(Exception):

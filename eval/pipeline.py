@@ -1,0 +1,140 @@
+"""`tracegym run`: the whole loop in one resumable run directory, as a readable sequence of stages.
+
+    trajectories/   the agent's runs, ingested          (tracegym ingest)
+    analysis/       the capabilities it lacks           (tracegym diagnose)
+    envs/           one environment spec per capability (tracegym synth)
+    adapters/<c>/   one LoRA adapter per capability     (tracegym train: warm start, calibration, GRPO)
+
+Without input runs the project writes a small τ²-style example run of its own, so a fresh clone
+has something to diagnose. A stage whose artifacts are complete is skipped on rerun; an
+interrupted training stage resumes from its checkpoint (tracegym.eval.rundir).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tracegym.adapters.grpo import GRPOConfig
+from tracegym.adapters.sft import WarmStartConfig
+from tracegym.adapters.train import train_adapter
+from tracegym.analysis.cli import format_table
+from tracegym.analysis.diagnose import diagnose
+from tracegym.analysis.examples import write_example_run
+from tracegym.analysis.ingest import ingest_paths
+from tracegym.analysis.report import write_outputs
+from tracegym.eval.rundir import RunDirectory
+from tracegym.models import DEFAULT_MODEL
+from tracegym.schema import AdapterArtifact, CapabilityReport, EnvSpec, read_jsonl, write_jsonl
+from tracegym.synth_envs.synthesise import synthesise
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RunConfig:
+    """What `tracegym run` does. Defaults size a CPU demo on the embedded model (minutes, not hours).
+
+    inputs: agent run files or folders; empty means the project's own example run.
+    max_adapters: capabilities trained, in order of mean Δ (the rest are listed, not trained).
+    warm_start_dialogues / warm_start_steps: SFT on oracle dialogues before GRPO.
+    grpo_steps, groups_per_step, group_size: GRPO updates and rollouts per update.
+    heldout_seeds: held-out episodes scored before and after training.
+    """
+
+    model: str = DEFAULT_MODEL
+    inputs: list[str] = field(default_factory=list)
+    max_adapters: int = 1
+    credit: str = "trace"
+    warm_start_dialogues: int = 160
+    warm_start_steps: int = 20
+    grpo_steps: int = 2
+    groups_per_step: int = 2
+    group_size: int = 4
+    heldout_seeds: int = 16
+    seed: int = 0
+
+
+def run_pipeline(out_dir: str | Path, config: RunConfig) -> dict[str, object]:
+    """Run (or resume) every stage into `out_dir`; returns the summary also written to summary.json."""
+    run = RunDirectory(out_dir, asdict(config))
+
+    def ingest(stage: Path) -> list[Path]:
+        inputs = [Path(p) for p in config.inputs] or [write_example_run(stage / "example_run")]
+        result = ingest_paths(inputs)
+        print(format_table(result))
+        (stage / "ingest_report.json").write_text(json.dumps(result.report(), indent=1))
+        write_jsonl(result.trajectories, stage / "trajectories.jsonl")
+        return [stage / "trajectories.jsonl", stage / "ingest_report.json"]
+
+    def analyse(stage: Path) -> list[Path]:
+        trajectories = list(read_jsonl(run.root / "trajectories" / "trajectories.jsonl"))
+        inputs = [Path(p) for p in config.inputs] or [run.root / "trajectories" / "example_run"]
+        diagnosis = diagnose(trajectories, inputs, progress=True)
+        write_outputs(diagnosis, stage)
+        return [stage / "capabilities.json", stage / "report.md"]
+
+    def synth(stage: Path) -> list[Path]:
+        report = CapabilityReport.model_validate_json((run.root / "analysis" / "capabilities.json").read_text())
+        synthesise(report.selected_capabilities(), stage)
+        return [stage / "env_specs.jsonl", stage / "matches.json"]
+
+    run.run_stage("trajectories", ingest)
+    run.run_stage("analysis", analyse)
+    run.run_stage("envs", synth)
+    specs = list(read_jsonl(run.root / "envs" / "env_specs.jsonl", EnvSpec))
+    artifacts = []
+    for spec in specs[: config.max_adapters]:
+        stage_name = f"adapters/{spec.capability}"
+        run.run_stage(stage_name, lambda stage, spec=spec: _train(stage, spec, config))
+        artifacts.append(AdapterArtifact.model_validate_json((run.root / stage_name / "artifact.json").read_text()))
+    summary = _summary(run.root, specs, artifacts, config)
+    (run.root / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def _train(stage: Path, spec: EnvSpec, config: RunConfig) -> list[Path]:
+    grpo = GRPOConfig(
+        steps=config.grpo_steps, credit=config.credit, groups_per_step=config.groups_per_step,
+        group_size=config.group_size, seed=config.seed,
+    )
+    warm = WarmStartConfig(dialogues=config.warm_start_dialogues, steps=config.warm_start_steps, seed=config.seed)
+    resume = (stage / "checkpoint").is_dir()
+    artifact = train_adapter(
+        spec, stage, grpo, model_name=config.model, warm=warm, resume=resume, heldout_seeds=config.heldout_seeds
+    )
+    return [stage / "artifact.json", Path(artifact.path) / "adapter_model.safetensors"]
+
+
+def _summary(root: Path, specs: list[EnvSpec], artifacts: list[AdapterArtifact], config: RunConfig) -> dict[str, object]:
+    report = CapabilityReport.model_validate_json((root / "analysis" / "capabilities.json").read_text())
+    trained = {a.capability: a for a in artifacts}
+    rows = []
+    for spec in specs:
+        artifact = trained.get(spec.capability)
+        metrics = artifact.metrics if artifact else {}
+        rows.append({
+            "capability": spec.capability,
+            "family": spec.family,
+            "adapter": artifact.path if artifact else None,
+            "heldout_before": metrics.get("heldout_before", {}).get("mean"),
+            "heldout_after": metrics.get("heldout_after", {}).get("mean"),
+        })
+    return {"run_dir": str(root), "selected": report.selected, "model": config.model, "adapters": rows}
+
+
+def format_summary(summary: dict[str, object]) -> str:
+    """The closing table of `tracegym run`."""
+    lines = [f"run directory: {summary['run_dir']}   model: {summary['model']}",
+             f"selected capabilities: {', '.join(summary['selected']) or 'none'}",
+             f"{'capability':30s} {'family':28s} {'held-out before':>16s} {'after':>8s}  adapter"]
+    for row in summary["adapters"]:
+        before, after = row["heldout_before"], row["heldout_after"]
+        lines.append(
+            f"{row['capability'][:30]:30s} {row['family'][:28]:28s} "
+            f"{'-' if before is None else f'{before:.3f}':>16s} {'-' if after is None else f'{after:.3f}':>8s}  "
+            f"{row['adapter'] or 'not trained (raise --max-adapters)'}"
+        )
+    return "\n".join(lines)

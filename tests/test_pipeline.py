@@ -1,0 +1,46 @@
+"""`tracegym run`: stages in order into one run directory, skipped when complete, resumed otherwise."""
+
+import json
+
+import pytest
+
+from tracegym.cli import main
+from tracegym.eval.pipeline import RunConfig, run_pipeline
+
+
+def test_run_without_training_writes_every_stage_and_skips_them_on_rerun(tmp_path, capsys):
+    config = RunConfig(model="tiny", max_adapters=0)
+    summary = run_pipeline(tmp_path, config)
+    assert summary["selected"], "the example run has capabilities to select"
+    assert [row["capability"] for row in summary["adapters"]] == summary["selected"]
+    manifest = json.loads((tmp_path / "run.json").read_text())
+    assert list(manifest["stages"]) == ["trajectories", "analysis", "envs"]
+    assert all(stage["status"] == "complete" for stage in manifest["stages"].values())
+    mtime = (tmp_path / "analysis" / "capabilities.json").stat().st_mtime_ns
+    run_pipeline(tmp_path, config)
+    assert (tmp_path / "analysis" / "capabilities.json").stat().st_mtime_ns == mtime, "complete stage rerun"
+
+
+def test_cli_refuses_a_run_directory_made_with_another_config(tmp_path, capsys):
+    run_pipeline(tmp_path, RunConfig(model="tiny", max_adapters=0))
+    assert main(["run", "--out", str(tmp_path), "--model", "tiny", "--max-adapters", "0", "--seed", "1"]) == 1
+    assert "another config" in capsys.readouterr().err
+
+
+def test_cli_names_a_missing_input(tmp_path, capsys):
+    assert main(["run", str(tmp_path / "nope.json"), "--out", str(tmp_path / "run")]) == 1
+    assert "nope.json: no such file" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_tiny_end_to_end_trains_one_adapter_and_resumes_nothing(tmp_path):
+    config = RunConfig(model="tiny", max_adapters=1, warm_start_dialogues=16, warm_start_steps=1, grpo_steps=1,
+                       groups_per_step=1, group_size=2, heldout_seeds=2)
+    summary = run_pipeline(tmp_path, config)
+    trained = [row for row in summary["adapters"] if row["adapter"]]
+    assert len(trained) == 1 and (tmp_path / "adapters" / trained[0]["capability"] / "adapter_model.safetensors").is_file()
+    manifest = json.loads((tmp_path / "run.json").read_text())
+    seconds = manifest["stages"][f"adapters/{trained[0]['capability']}"]["seconds"]
+    run_pipeline(tmp_path, config)
+    again = json.loads((tmp_path / "run.json").read_text())
+    assert again["stages"][f"adapters/{trained[0]['capability']}"]["seconds"] == seconds, "complete adapter retrained"
