@@ -123,7 +123,7 @@ def test_train_cli_rejects_bad_specs(tmp_path, capsys):
 def test_train_cli_writes_artifacts_and_resumes(tmp_path, capsys):
     out = tmp_path / "adapter"
     common = ["train", "precondition_verification", "--out", str(out), "--model", "tiny", "--groups", "1",
-              "--group-size", "2", "--max-new-tokens", "6", "--heldout-seeds", "1", "--save-every", "1"]
+              "--group-size", "2", "--max-new-tokens", "6", "--heldout-seeds", "0", "--save-every", "1"]
     assert main([*common, "--steps", "1", "--credit", "grpo"]) == 0
     assert main([*common, "--steps", "2", "--credit", "grpo"]) == 1  # a checkpoint exists: no silent overwrite
     assert "--resume" in capsys.readouterr().err
