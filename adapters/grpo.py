@@ -180,7 +180,8 @@ class GRPOTrainer:
 
     @torch.no_grad()
     def _old_logprobs(self, batch: TokenBatch) -> torch.Tensor:
-        return torch.cat([token_logprobs(self.model, c.to(self.accelerator.device)).cpu() for c in self._chunks(batch)])
+        device, temperature = self.accelerator.device, self.config.temperature
+        return torch.cat([token_logprobs(self.model, c.to(device), temperature).cpu() for c in self._chunks(batch)])
 
     def update(self, batch: TokenBatch | None) -> dict[str, float]:
         """`mini_batches` AdamW steps on the clipped surrogate; a process without data still joins
@@ -202,7 +203,7 @@ class GRPOTrainer:
                     piece = slice(start, start + config.micro_batch_size)
                     micro = mini.rows(piece).to(acc.device)
                     loss_sum, n_clipped = clipped_surrogate(
-                        token_logprobs(self.model, micro), mini_old[piece].to(acc.device), micro.advantages,
+                        token_logprobs(self.model, micro, config.temperature), mini_old[piece].to(acc.device), micro.advantages,
                         micro.loss_mask, config.epsilon_low, config.epsilon_high,
                     )
                     acc.backward(loss_sum / tokens)

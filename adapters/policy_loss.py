@@ -59,13 +59,14 @@ def episode_batch(episodes: Sequence[Episode], advantages: torch.Tensor, pad_id:
     return TokenBatch(input_ids, attention_mask, position_ids, loss_mask, token_advantages * loss_mask)
 
 
-def token_logprobs(model: torch.nn.Module, batch: TokenBatch) -> torch.Tensor:
-    """(B, C) log-probs under `model` of the last C tokens of each row (C = batch.loss_mask width)."""
+def token_logprobs(model: torch.nn.Module, batch: TokenBatch, temperature: float = 1.0) -> torch.Tensor:
+    """(B, C) log-probs under `model` of the last C tokens of each row (C = batch.loss_mask width),
+    from logits divided by the sampling `temperature` (as the rollout sampled them)."""
     columns = batch.loss_mask.shape[1]
     logits = model(
         input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids,
         logits_to_keep=columns + 1, use_cache=False,
-    ).logits[:, :-1].float()
+    ).logits[:, :-1].float() / temperature
     targets = batch.input_ids[:, -columns:].unsqueeze(-1)
     return logits.gather(-1, targets).squeeze(-1) - torch.logsumexp(logits, dim=-1)
 
