@@ -40,7 +40,7 @@ def load_env_spec(text: str) -> EnvSpec:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from tracegym.adapters.train import train_adapter
+    from tracegym.adapters.train import CalibrationSettings, train_adapter
     from tracegym.synth_envs.registry import get_family
 
     spec = load_env_spec(args.env_spec)
@@ -53,10 +53,16 @@ def run_train(args: argparse.Namespace) -> int:
         learning_rate=args.lr, max_new_tokens=args.max_new_tokens, seed=args.seed, save_every=args.save_every,
         hint_fraction=args.hint_fraction,
     )
-    warm = WarmStartConfig(seed=args.seed) if args.warm_start else None
+    warm = (
+        WarmStartConfig(dialogues=args.warm_start_dialogues, steps=args.warm_start_steps,
+                        batch_size=args.warm_start_batch, seed=args.seed)
+        if args.warm_start else None
+    )
+    calibration = CalibrationSettings(seeds=args.calibration_seeds, rollouts=args.calibration_rollouts) if args.calibrate else None
     try:
         artifact = train_adapter(
-            spec, args.out, config, model_name=args.model, warm=warm, resume=args.resume, heldout_seeds=args.heldout_seeds
+            spec, args.out, config, model_name=args.model, warm=warm, resume=args.resume, heldout_seeds=args.heldout_seeds,
+            calibration=calibration,
         )
     except FileExistsError as error:
         raise UserError(f"{error} (pass --resume)") from error
@@ -66,6 +72,8 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from tracegym.adapters.train import CalibrationSettings
+
     parser = subparsers.add_parser("train", help="train a LoRA adapter with GRPO (TRACE turn credit) on an environment",
                                    description=__doc__.splitlines()[0])
     defaults = GRPOConfig()
@@ -73,6 +81,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", required=True, type=Path, help="output folder (adapter, log, curve, checkpoint)")
     parser.add_argument("--credit", choices=("trace", "grpo"), default="trace", help="turn credit or plain GRPO (default trace)")
     parser.add_argument("--warm-start", action="store_true", help="SFT on oracle dialogues first (needed by SmolLM2-135M)")
+    warm_defaults, calibration_defaults = WarmStartConfig(), CalibrationSettings()
+    parser.add_argument("--warm-start-dialogues", type=int, default=warm_defaults.dialogues,
+                        help=f"oracle dialogues for the warm start (default {warm_defaults.dialogues})")
+    parser.add_argument("--warm-start-steps", type=int, default=warm_defaults.steps,
+                        help=f"warm-start optimizer steps (default {warm_defaults.steps})")
+    parser.add_argument("--warm-start-batch", type=int, default=warm_defaults.batch_size,
+                        help=f"dialogues per warm-start step (default {warm_defaults.batch_size})")
+    parser.add_argument("--calibrate", action="store_true",
+                        help="search the environment's knobs against the (warm-started) policy before GRPO")
+    parser.add_argument("--calibration-seeds", type=int, default=calibration_defaults.seeds,
+                        help=f"seeds per knob setting (default {calibration_defaults.seeds})")
+    parser.add_argument("--calibration-rollouts", type=int, default=calibration_defaults.rollouts,
+                        help=f"rollouts per seed (default {calibration_defaults.rollouts})")
     parser.add_argument("--model", default=DEFAULT_MODEL, help=f"base model: {DEFAULT_MODEL}, a local dir, a hub id, or 'tiny' (smoke runs)")
     parser.add_argument("--steps", type=int, default=defaults.steps, help=f"GRPO steps (default {defaults.steps})")
     parser.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -25,7 +25,9 @@ from tracegym.adapters.lora import attach_lora
 from tracegym.adapters.sft import WarmStartConfig, warm_start
 from tracegym.models import DEFAULT_MODEL, load_model, tiny_model
 from tracegym.schema import AdapterArtifact, EnvSpec
+from tracegym.generation import HFBackend, SamplingParams
 from tracegym.synth_envs.base import Environment
+from tracegym.synth_envs.calibration import Band, backend_measure, calibrate, write_calibrations
 from tracegym.synth_envs.registry import make_env
 
 logger = logging.getLogger(__name__)
@@ -42,6 +44,40 @@ def env_factory_for(spec: EnvSpec) -> Callable[[], Environment]:
     return functools.partial(make_env, spec.family, **spec.knobs)
 
 
+@dataclass(frozen=True)
+class CalibrationSettings:
+    """Calibrate the spec's knobs to the (warm-started) policy before GRPO.
+
+    seeds × rollouts episodes per knob setting (defaults 8 × 4; the paper uses 100 × 16) at
+    `temperature` 0.7, searched until the mean reward lies in `band` (default 0.2-0.6).
+    """
+
+    seeds: int = 8
+    rollouts: int = 4
+    temperature: float = 0.7
+    band: Band = Band()
+
+
+def calibrate_to_policy(
+    spec: EnvSpec, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, settings: CalibrationSettings,
+    max_new_tokens: int, out_file: Path, policy_name: str,
+) -> EnvSpec:
+    """The spec with knobs searched against `policy`; the curve goes to `out_file` (reused on rerun)."""
+    if out_file.is_file():
+        found = json.loads(out_file.read_text())["families"][0]
+    else:
+        measure = backend_measure(
+            HFBackend(policy, tokenizer, batch_size=32),
+            SamplingParams(max_new_tokens=max_new_tokens, temperature=settings.temperature),
+        )
+        result = calibrate(spec.family, measure, range(settings.seeds), settings.rollouts, settings.band, policy_name)
+        write_calibrations([result], out_file)
+        found = result.as_dict()
+    logger.info("calibrated %s to %s (mean in band: %s)", spec.family, found["knobs"], found["in_band"])
+    summary = {"calibrated": True, "in_band": found["in_band"], "accepted": found["accepted"], "policy": policy_name}
+    return spec.model_copy(update={"knobs": {**spec.knobs, **found["knobs"]}, "calibration": summary})
+
+
 def train_adapter(
     env_spec: EnvSpec,
     out_dir: str | Path,
@@ -52,13 +88,18 @@ def train_adapter(
     heldout_seeds: int = 32,
     env_factory: Callable[[], Environment] | None = None,
     progress: bool = True,
+    calibration: CalibrationSettings | None = None,
 ) -> AdapterArtifact:
     """Train one LoRA adapter for `env_spec` into `out_dir`; returns its AdapterArtifact.
 
     warm: SFT warm start settings (None: no warm start). resume: continue from `out_dir`'s
     checkpoint (without it, an existing checkpoint is an error rather than silently overwritten).
     heldout_seeds: evaluation seeds from `env_spec.eval_seeds` for the before/after reward (0: skip).
+    calibration: search the family's knobs against the warm-started policy before GRPO (None: keep
+    the spec's knobs); the adapter's artifact records the calibrated spec.
     """
+    if calibration is not None and env_factory is not None:
+        raise ValueError("calibration searches a registered family's knobs: pass no env_factory with it")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if not resume and find_checkpoint(out_dir / CHECKPOINT_DIR) is not None:
@@ -79,6 +120,12 @@ def train_adapter(
             state.wait_for_everyone()
             model = peft_model.unload()
     policy = attach_lora(model, rank=config.lora_rank, adapter_dir=adapter_dir, seed=config.seed).to(state.device)
+    if calibration is not None:
+        policy_name = f"{model_name}" + (" + warm start" if adapter_dir is not None else "")
+        env_spec = calibrate_to_policy(
+            env_spec, policy, tokenizer, calibration, config.max_new_tokens, out_dir / "calibration.json", policy_name
+        )
+        factory = env_factory_for(env_spec)
     eval_seeds = range(env_spec.eval_seeds[0], min(env_spec.eval_seeds[0] + heldout_seeds, env_spec.eval_seeds[1]))
     evaluate = functools.partial(
         heldout_reward, tokenizer=tokenizer, env_factory=factory, seeds=eval_seeds, max_new_tokens=config.max_new_tokens

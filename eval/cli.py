@@ -26,6 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--grpo-steps", type=int, default=defaults.grpo_steps, help=f"GRPO updates (default {defaults.grpo_steps})")
     parser.add_argument("--warm-start-steps", type=int, default=defaults.warm_start_steps,
                         help=f"SFT steps on oracle dialogues (default {defaults.warm_start_steps})")
+    parser.add_argument("--calibration-seeds", type=int, default=defaults.calibration_seeds,
+                        help=f"seeds per knob setting when calibrating to the warm-started policy (0: skip; default {defaults.calibration_seeds})")
     parser.add_argument("--heldout-seeds", type=int, default=defaults.heldout_seeds,
                         help=f"held-out episodes scored before and after (default {defaults.heldout_seeds})")
     parser.add_argument("--seed", type=int, default=defaults.seed)
@@ -42,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"{path}: no such file or folder")
     config = RunConfig(
         model=args.model, inputs=[str(p) for p in args.inputs], max_adapters=args.max_adapters, credit=args.credit,
-        grpo_steps=args.grpo_steps, warm_start_steps=args.warm_start_steps, heldout_seeds=args.heldout_seeds, seed=args.seed,
+        grpo_steps=args.grpo_steps, warm_start_steps=args.warm_start_steps, calibration_seeds=args.calibration_seeds,
+        heldout_seeds=args.heldout_seeds, seed=args.seed,
     )
     try:
         summary = run_pipeline(args.out, config)

@@ -35,10 +35,13 @@ def test_cli_names_a_missing_input(tmp_path, capsys):
 @pytest.mark.slow
 def test_tiny_end_to_end_trains_one_adapter_and_resumes_nothing(tmp_path):
     config = RunConfig(model="tiny", max_adapters=1, warm_start_dialogues=16, warm_start_steps=1, grpo_steps=1,
-                       groups_per_step=1, group_size=2, heldout_seeds=2)
+                       groups_per_step=1, group_size=2, heldout_seeds=2, calibration_seeds=1,
+                       calibration_rollouts=2)
     summary = run_pipeline(tmp_path, config)
     trained = [row for row in summary["adapters"] if row["adapter"]]
-    assert len(trained) == 1 and (tmp_path / "adapters" / trained[0]["capability"] / "adapter_model.safetensors").is_file()
+    stage = tmp_path / "adapters" / trained[0]["capability"]
+    assert len(trained) == 1 and (stage / "adapter_model.safetensors").is_file()
+    assert json.loads((stage / "calibration.json").read_text())["families"][0]["curve"], "calibrated after warm start"
     manifest = json.loads((tmp_path / "run.json").read_text())
     seconds = manifest["stages"][f"adapters/{trained[0]['capability']}"]["seconds"]
     run_pipeline(tmp_path, config)
