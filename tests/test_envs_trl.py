@@ -63,7 +63,16 @@ def test_bad_arguments_come_back_as_text_and_reset_needs_a_seed() -> None:
         instance.reset(prompt=[])
 
 
-def test_grpo_trainer_trains_a_step_on_the_environment() -> None:
+@pytest.fixture
+def fresh_accelerate_state():
+    """TRL's trainer initialises accelerate's process-wide state; reset it so later tests start clean."""
+    from accelerate.state import AcceleratorState
+
+    yield
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def test_grpo_trainer_trains_a_step_on_the_environment(tmp_path, fresh_accelerate_state) -> None:
     from trl import GRPOConfig, GRPOTrainer
     from trl.chat_template_utils import qwen2_5_chat_template
 
@@ -73,7 +82,7 @@ def test_grpo_trainer_trains_a_step_on_the_environment() -> None:
     # SmolLM2's own template cannot render tool calls; Qwen2.5's uses the same <|im_start|> tokens and
     # the Hermes <tool_call> format of tracegym.toolcalls, and TRL knows how to parse it.
     tokenizer.chat_template = qwen2_5_chat_template
-    config = GRPOConfig(output_dir="/tmp/tracegym-trl-adapter-test", max_steps=1, per_device_train_batch_size=2,
+    config = GRPOConfig(output_dir=str(tmp_path), max_steps=1, bf16=False, per_device_train_batch_size=2,
                         num_generations=2, max_completion_length=8, report_to=[], use_cpu=True, logging_steps=1)
     trainer = GRPOTrainer(model=model, args=config, processing_class=tokenizer,
                           train_dataset=trl_dataset("error_recovery", range(4)),
