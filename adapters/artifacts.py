@@ -19,6 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from peft import PeftModel  # noqa: E402
 
+from tracegym.files import write_text_atomic  # noqa: E402
 from tracegym.schema import AdapterArtifact, EnvSpec  # noqa: E402
 
 ARTIFACT_FILE = "artifact.json"
@@ -65,7 +66,5 @@ def write_artifacts(
         capability=env_spec.capability, path=str(out_dir.resolve()), base_model=base_model,
         env_spec=env_spec, credit=credit, metrics=metrics,
     )
-    partial = out_dir / (ARTIFACT_FILE + ".partial")
-    partial.write_text(artifact.model_dump_json(indent=2))
-    partial.replace(out_dir / ARTIFACT_FILE)
+    write_text_atomic(out_dir / ARTIFACT_FILE, artifact.model_dump_json(indent=2))
     return artifact

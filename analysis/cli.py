@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 from tracegym.analysis.ingest import FORMATS, IngestError, IngestResult, ingest_paths
 from tracegym.cli import UserError
+from tracegym.files import write_text_atomic
 from tracegym.schema import write_jsonl
 
 TRAJECTORIES = "trajectories.jsonl"
@@ -37,16 +37,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{error} (use --keep-going to skip it and ingest the rest)") from None
     args.out.mkdir(parents=True, exist_ok=True)
     write_jsonl(result.trajectories, args.out / TRAJECTORIES)
-    _write_json_atomic(args.out / REPORT, result.report())
+    write_text_atomic(args.out / REPORT, json.dumps(result.report(), indent=1))
     print(format_table(result))
     print(f"wrote {len(result.trajectories)} trajectories to {args.out / TRAJECTORIES} and the report to {args.out / REPORT}")
     return 0
-
-
-def _write_json_atomic(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(path.suffix + ".partial")
-    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _short(path: str, width: int = 60) -> str:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import platform
 import sys
 import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable
+
+from tracegym.files import write_text_atomic
 
 _VERSIONED = ("tracegym", "torch", "transformers", "peft", "trl", "datasets")
 
@@ -102,6 +103,4 @@ class RunDirectory:
         return True
 
     def _save(self) -> None:
-        partial = self.manifest_path.with_suffix(".json.partial")
-        partial.write_text(json.dumps(self.manifest, indent=2))
-        os.replace(partial, self.manifest_path)
+        write_text_atomic(self.manifest_path, json.dumps(self.manifest, indent=2))

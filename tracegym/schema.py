@@ -12,7 +12,9 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
+
+from tracegym.files import atomic_open
 
 if TYPE_CHECKING:
     import datasets
@@ -165,15 +167,12 @@ Record = TypeVar("Record", bound=BaseModel)
 
 def write_jsonl(records: Iterable[BaseModel], path: str | Path) -> int:
     """Write one JSON object per line; returns the number written. Written atomically."""
-    path = Path(path)
-    tmp = path.with_suffix(path.suffix + ".partial")
     count = 0
-    with tmp.open("w", encoding="utf-8") as handle:
+    with atomic_open(path) as handle:
         for record in records:
             handle.write(record.model_dump_json())
             handle.write("\n")
             count += 1
-    tmp.replace(path)
     return count
 
 
