@@ -12,8 +12,8 @@ tools and wrong argument types become error observations (counted in `info["erro
 exceptions. The same seed gives the same episode on any machine (only `random.Random(seed)` and
 `numpy.random.default_rng(seed)` draw randomness).
 
-A family subclasses `Environment`, declares a `Config` dataclass of difficulty knobs, and
-implements `_generate` (hidden state from a seed), `_call`, `_score` and `_oracle`; it may add
+A family subclasses `Environment`, declares a `Config` dataclass of difficulty knobs, its
+`tools` (JSON schemas) and `instructions` (class attributes, or properties), and implements `_generate` (hidden state from a seed), `_call`, `_score` and `_oracle`; it may add
 `_reject` (an episode check: a generated episode it rejects is regenerated from the next derived
 seed, deterministically), `_wrong` (plausible wrong trajectories the verifier must score below 1)
 and `_hint`. `oracle(seed)`, `hint(seed)`, `gold_answer(seed)` and `wrong_trajectories(seed)` work
@@ -90,6 +90,10 @@ class Environment(ABC):
     capability: ClassVar[str]
     description: ClassVar[str]
     Config: ClassVar[type]
+    # tool schemas in OpenAI function format: {"name", "description", "parameters"}
+    tools: ClassVar[list[dict[str, Any]]]
+    # the policy or role text that opens the system prompt (a property where it depends on knobs)
+    instructions: ClassVar[str]
     max_turns: ClassVar[int] = 12
     max_attempts: ClassVar[int] = 50
     # knob settings from easy to hard, searched by calibration (each a partial Config)
@@ -110,16 +114,6 @@ class Environment(ABC):
         self._twin_seed: int | None = None
 
     # -- what a family implements ------------------------------------------------------------
-
-    @property
-    @abstractmethod
-    def tools(self) -> list[dict[str, Any]]:
-        """Tool schemas in OpenAI function format: {"name", "description", "parameters"}."""
-
-    @property
-    @abstractmethod
-    def instructions(self) -> str:
-        """The policy or role text that opens the system prompt."""
 
     @abstractmethod
     def _generate(self, seed: int) -> str:

@@ -438,14 +438,11 @@ class CausalDiagnosis(Environment):
     Config = Config
     ladder = ({"effect_size": 0.8, "n_confounders": 0}, {"effect_size": 0.6, "n_confounders": 1}, {"effect_size": 0.4, "n_confounders": 2}, {"effect_size": 0.3, "n_confounders": 3})
     max_turns = 12
-    _TOOLS = [
+    tools = [
         {"name": "sql", "description": "Run one read-only DuckDB SELECT over the campaign tables; returns CSV text (max 8,000 chars).",
          "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}},
     ]
 
-    @property
-    def tools(self) -> list[dict[str, Any]]:
-        return self._TOOLS
 
     @property
     def instructions(self) -> str:

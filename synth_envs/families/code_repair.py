@@ -166,7 +166,7 @@ class CodeRepair(Environment):
     max_turns = 10
     sandbox_timeout_s = 10.0  # wall-clock limit of one test run
     _PATH = {"type": "string", "enum": [MODULE, TESTS]}
-    _TOOLS = [
+    tools = [
         {"name": "list_files", "description": "Files in the repository.", "parameters": {"type": "object", "properties": {}}},
         {"name": "read_file", "description": "A file's text.", "parameters": {"type": "object", "properties": {"path": _PATH}, "required": ["path"]}},
         {"name": "replace_in_file", "description": "Replace the exact text `old` (which must occur exactly once) by `new`.",
@@ -176,14 +176,8 @@ class CodeRepair(Environment):
          "parameters": {"type": "object", "properties": {}}},
     ]
 
-    @property
-    def tools(self) -> list[dict[str, Any]]:
-        return self._TOOLS
-
-    @property
-    def instructions(self) -> str:
-        return ("You are a software engineer. A test in test_utils.py fails. Find the bug in utils.py and fix it "
-                "with a minimal edit; do not change the tests. When done, reply with a one-line summary of the fix.")
+    instructions = ("You are a software engineer. A test in test_utils.py fails. Find the bug in utils.py and fix it "
+                    "with a minimal edit; do not change the tests. When done, reply with a one-line summary of the fix.")
 
     def _generate(self, seed: int) -> str:
         self.world = _world(seed, *astuple(self.config))

@@ -73,7 +73,7 @@ class ErrorRecovery(Environment):
     Config = Config
     ladder = ({"n_packages": 1, "failure_rate": 0.5, "n_error_kinds": 1}, {"n_packages": 2, "failure_rate": 0.5, "n_error_kinds": 2}, {"n_packages": 3, "failure_rate": 0.6, "n_error_kinds": 4}, {"n_packages": 5, "failure_rate": 0.8, "n_error_kinds": 4}, {"n_packages": 8, "failure_rate": 1.0, "max_failures": 3, "n_error_kinds": 4})
     max_turns = 12
-    _TOOLS = [
+    tools = [
         {"name": "track_package", "description": "Current shipping status of a package.",
          "parameters": {"type": "object", "properties": {"package_id": {"type": "string"}}, "required": ["package_id"]}},
         {"name": "wait", "description": "Pause before the next request (rate limits).",
@@ -81,14 +81,8 @@ class ErrorRecovery(Environment):
         {"name": "refresh_session", "description": "Renew the expired API session.", "parameters": {"type": "object", "properties": {}}},
     ]
 
-    @property
-    def tools(self) -> list[dict[str, Any]]:
-        return self._TOOLS
-
-    @property
-    def instructions(self) -> str:
-        return ("You track packages with an unreliable API. Errors tell you what to do; follow them and retry. "
-                'Finish with a JSON object mapping each package id the user gave to its status, e.g. {"PKG-1234": "delivered"}.')
+    instructions = ("You track packages with an unreliable API. Errors tell you what to do; follow them and retry. "
+                    'Finish with a JSON object mapping each package id the user gave to its status, e.g. {"PKG-1234": "delivered"}.')
 
     def _generate(self, seed: int) -> str:
         self.world = _world(seed, *astuple(self.config))

@@ -150,7 +150,7 @@ class MultiStepTaskCompletion(Environment):
     ladder = ({"n_operations": 2, "n_items": 10}, {"n_operations": 3, "n_items": 16}, {"n_operations": 4, "n_items": 20}, {"n_operations": 5, "n_items": 24}, {"n_operations": 6, "n_items": 28})
     max_turns = 16
     _ID = {"type": "string", "description": "item id, e.g. IT-301"}
-    _TOOLS = [
+    tools = [
         {"name": "search_items", "description": "Items of a warehouse (optionally with one status): id, name, status, quantity, price.",
          "parameters": {"type": "object", "properties": {"warehouse": {"type": "string", "enum": WAREHOUSES},
                                                          "status": {"type": "string", "enum": STATUSES}}, "required": ["warehouse"]}},
@@ -166,16 +166,10 @@ class MultiStepTaskCompletion(Environment):
          "parameters": {"type": "object", "properties": {"item_id": _ID, "price": {"type": "number"}}, "required": ["item_id", "price"]}},
     ]
 
-    @property
-    def tools(self) -> list[dict[str, Any]]:
-        return self._TOOLS
-
-    @property
-    def instructions(self) -> str:
-        return (
-            "You manage a parts inventory. Carry out every step of the manager's request, in order, "
-            "with the tools; change nothing else. When all steps are done, reply with a short summary."
-        )
+    instructions = (
+        "You manage a parts inventory. Carry out every step of the manager's request, in order, "
+        "with the tools; change nothing else. When all steps are done, reply with a short summary."
+    )
 
     def _generate(self, seed: int) -> str:
         self.initial, self.steps, self.expected = _world(seed, *astuple(self.config))

@@ -106,7 +106,7 @@ class PreconditionVerification(Environment):
     ladder = ({"max_conditions": 1, "n_orders": 1}, {"max_conditions": 2, "n_orders": 2}, {"max_conditions": 3, "n_orders": 4}, {"max_conditions": 3, "n_orders": 8})
     max_turns = 8
     _OID = {"type": "string", "description": "order id, e.g. #123456"}
-    _TOOLS = [
+    tools = [
         {"name": "get_order", "description": "An order's status, total, address and days since delivery.",
          "parameters": {"type": "object", "properties": {"order_id": _OID}, "required": ["order_id"]}},
         {"name": "get_user", "description": "The customer's account, including whether it is verified.",
@@ -120,17 +120,12 @@ class PreconditionVerification(Environment):
     ]
     _WRITES = ("cancel_order", "update_address", "refund_order")
 
-    @property
-    def tools(self) -> list[dict[str, Any]]:
-        return self._TOOLS
 
-    @property
-    def instructions(self) -> str:
-        return (
-            "You are a customer-service agent. Follow this policy strictly:\n" + POLICY + "\n"
-            "Check the records a rule depends on before any change. When finished, answer 'DONE' if "
-            "you carried out the request, or 'REFUSED: <rule id>' naming the rule that forbids it."
-        )
+    instructions = (
+        "You are a customer-service agent. Follow this policy strictly:\n" + POLICY + "\n"
+        "Check the records a rule depends on before any change. When finished, answer 'DONE' if "
+        "you carried out the request, or 'REFUSED: <rule id>' naming the rule that forbids it."
+    )
 
     def _generate(self, seed: int) -> str:
         self.world = _world(seed, *astuple(self.config))

@@ -131,7 +131,7 @@ class StructuredDataReasoning(Environment):
     Config = Config
     ladder = ({"n_customers": 8, "n_constraints": 1}, {"n_customers": 16, "n_constraints": 1}, {"n_customers": 24, "n_constraints": 2}, {"n_customers": 36, "n_constraints": 3}, {"n_customers": 48, "n_constraints": 4})
     max_turns = 8
-    _TOOLS = [
+    tools = [
         {
             "name": "find_customers",
             "description": "Customers living in a city, optionally of one loyalty tier.",
@@ -155,16 +155,10 @@ class StructuredDataReasoning(Environment):
         },
     ]
 
-    @property
-    def tools(self) -> list[dict[str, Any]]:
-        return self._TOOLS
-
-    @property
-    def instructions(self) -> str:
-        return (
-            "You are a data analyst for an online store. Answer the user's question exactly, "
-            "using only data returned by the tools. End with the final number on its own."
-        )
+    instructions = (
+        "You are a data analyst for an online store. Answer the user's question exactly, "
+        "using only data returned by the tools. End with the final number on its own."
+    )
 
     def _generate(self, seed: int) -> str:
         self.state = _world(seed, *astuple(self.config))

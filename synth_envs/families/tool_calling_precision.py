@@ -121,7 +121,7 @@ class ToolCallingPrecision(Environment):
     Config = Config
     ladder = ({"n_attendees": 1, "n_optional": 0, "n_lookalikes": 0}, {"n_attendees": 1, "n_optional": 1, "n_lookalikes": 1}, {"n_attendees": 2, "n_optional": 1, "n_lookalikes": 2}, {"n_attendees": 3, "n_optional": 2, "n_lookalikes": 3}, {"n_attendees": 4, "n_optional": 2, "n_lookalikes": 4})
     max_turns = 8
-    _TOOLS = [
+    tools = [
         {"name": "find_employee", "description": "Employees whose name contains the query: employee_id, name.",
          "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}},
         {"name": "list_rooms", "description": "Rooms of a building: room_id, name.",
@@ -135,14 +135,8 @@ class ToolCallingPrecision(Environment):
              "required": ["room_id", "date", "start_time", "duration_minutes", "attendee_ids", "priority"]}},
     ]
 
-    @property
-    def tools(self) -> list[dict[str, Any]]:
-        return self._TOOLS
-
-    @property
-    def instructions(self) -> str:
-        return ("You are an office assistant. Resolve every person and room to its id with the lookup tools, "
-                "then make exactly one booking with exactly formatted arguments. Reply 'Booked.' when done.")
+    instructions = ("You are an office assistant. Resolve every person and room to its id with the lookup tools, "
+                    "then make exactly one booking with exactly formatted arguments. Reply 'Booked.' when done.")
 
     def _generate(self, seed: int) -> str:
         self.world = _world(seed, *astuple(self.config))
