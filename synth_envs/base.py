@@ -14,9 +14,10 @@ exceptions. The same seed gives the same episode on any machine (only `random.Ra
 
 A family subclasses `Environment`, declares a `Config` dataclass of difficulty knobs, its
 `tools` (JSON schemas) and `instructions` (class attributes, or properties), and implements
-`_generate` (hidden state from a seed), `_call`, `_score` and `_oracle`; it may add `_reject` (an episode check: a generated episode it rejects is regenerated from the next derived
-seed, deterministically), `_wrong` (plausible wrong trajectories the verifier must score below 1)
-and `_hint`. `oracle(seed)`, `hint(seed)`, `gold_answer(seed)` and `wrong_trajectories(seed)` work
+`_generate` (hidden state from a seed), `_call`, `_score` and `_oracle`; it may add `_reject`
+(an episode check: a generated episode it rejects is regenerated from the next derived seed,
+deterministically), `_wrong` (plausible wrong trajectories the verifier must score below 1) and
+`_hint`. `oracle(seed)`, `hint(seed)`, `gold_answer(seed)` and `wrong_trajectories(seed)` work
 on a private twin, so they never disturb the episode in progress.
 """
 
