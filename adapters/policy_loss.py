@@ -61,14 +61,26 @@ def episode_batch(episodes: Sequence[Episode], advantages: torch.Tensor, pad_id:
 
 def token_logprobs(model: torch.nn.Module, batch: TokenBatch, temperature: float = 1.0) -> torch.Tensor:
     """(B, C) log-probs under `model` of the last C tokens of each row (C = batch.loss_mask width),
-    from logits divided by the sampling `temperature` (as the rollout sampled them)."""
+    from logits divided by the sampling `temperature` (as the rollout sampled them).
+
+    Only tokens the policy sampled (loss_mask 1) are scored, 0 elsewhere: logits are projected
+    onto the vocabulary at those positions alone, not at the (much longer) observations.
+    """
+    rows, width = batch.input_ids.shape
     columns = batch.loss_mask.shape[1]
+    scored = batch.loss_mask.bool()
+    keep = torch.zeros((rows, width), dtype=torch.bool, device=scored.device)
+    keep[:, width - columns - 1 : width - 1] = scored  # position t predicts token t + 1
     logits = model(
         input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids,
-        logits_to_keep=columns + 1, use_cache=False,
-    ).logits[:, :-1].float() / temperature
-    targets = batch.input_ids[:, -columns:].unsqueeze(-1)
-    return logits.gather(-1, targets).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+        logits_to_keep=keep, use_cache=False,
+    ).logits
+    logits = logits.reshape(-1, logits.shape[-1]).float() / temperature
+    targets = batch.input_ids[:, -columns:][scored].unsqueeze(-1)
+    values = logits.gather(-1, targets).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    logprobs = torch.zeros((rows, columns), dtype=values.dtype, device=values.device)
+    logprobs[scored] = values
+    return logprobs
 
 
 def clipped_surrogate(
