@@ -45,6 +45,8 @@ class RunConfig:
     calibration_seeds × calibration_rollouts: episodes per knob setting when calibrating the
         environment to the warm-started policy (0 seeds: keep the default knobs).
     grpo_steps, groups_per_step, group_size: GRPO updates and rollouts per update.
+    micro_batch_size: episodes per GRPO forward/backward (memory: on CPU a 2,000-token episode
+        of SmolLM2-135M needs a few GiB of activations, so the default is 1).
     max_new_tokens: per assistant turn, in rollouts, calibration and held-out scoring.
     heldout_seeds: held-out seeds (2 rollouts each) scored before and after training.
     On 2 CPU cores every episode turn re-reads a ~800-token prompt, so rollouts dominate the time.
@@ -62,6 +64,7 @@ class RunConfig:
     grpo_steps: int = 2
     groups_per_step: int = 2
     group_size: int = 4
+    micro_batch_size: int = 1
     max_new_tokens: int = 64
     heldout_seeds: int = 8
     seed: int = 0
@@ -108,7 +111,8 @@ def run_pipeline(out_dir: str | Path, config: RunConfig) -> dict[str, object]:
 def _train(stage: Path, spec: EnvSpec, config: RunConfig) -> list[Path]:
     grpo = GRPOConfig(
         steps=config.grpo_steps, credit=config.credit, groups_per_step=config.groups_per_step,
-        group_size=config.group_size, max_new_tokens=config.max_new_tokens, seed=config.seed,
+        group_size=config.group_size, micro_batch_size=config.micro_batch_size, max_new_tokens=config.max_new_tokens,
+        seed=config.seed,
     )
     warm = WarmStartConfig(
         dialogues=config.warm_start_dialogues, steps=config.warm_start_steps, batch_size=config.warm_start_batch,
