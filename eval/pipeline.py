@@ -122,11 +122,11 @@ def _train(stage: Path, spec: EnvSpec, config: RunConfig) -> list[Path]:
         CalibrationSettings(seeds=config.calibration_seeds, rollouts=config.calibration_rollouts)
         if config.calibration_seeds else None
     )
-    artifact = train_adapter(
+    train_adapter(
         spec, stage, grpo, model_name=config.model, warm=warm, heldout_seeds=config.heldout_seeds,
         resume=find_checkpoint(stage / CHECKPOINT_DIR) is not None, calibration=calibration,
     )
-    return [stage / "artifact.json", Path(artifact.path) / "adapter_model.safetensors"]
+    return [stage / "artifact.json", stage / "adapter_model.safetensors"]
 
 
 def _summary(root: Path, specs: list[EnvSpec], artifacts: list[AdapterArtifact], config: RunConfig) -> dict[str, object]:

@@ -48,7 +48,7 @@ class RunDirectory:
     """Stage bookkeeping for one run; `config` is stored and must match on resume."""
 
     def __init__(self, root: str | Path, config: dict[str, Any]) -> None:
-        self.root = Path(root)
+        self.root = Path(root).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
         self.manifest_path = self.root / "run.json"
         if self.manifest_path.exists():

@@ -56,3 +56,16 @@ def test_other_config_is_refused(tmp_path):
     RunDirectory(tmp_path, {"steps": 2})
     with pytest.raises(ValueError, match="another config"):
         RunDirectory(tmp_path, {"steps": 3})
+
+
+def test_relative_run_directory_accepts_absolute_artifact_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = RunDirectory("runs/demo", {})
+
+    def work(stage_dir):
+        path = (stage_dir / "adapter.bin").resolve()
+        path.write_text("weights")
+        return [path]
+
+    assert run.run_stage("adapters/x", work)
+    assert RunDirectory("runs/demo", {}).is_complete("adapters/x")
