@@ -23,13 +23,13 @@ on a private twin, so they never disturb the episode in progress.
 
 from __future__ import annotations
 
-import json
+import functools
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar
+from dataclasses import asdict, astuple, dataclass, field
+from typing import Any, ClassVar, Iterator
 
 from tracegym.schema import Message, ToolCall
-from tracegym.toolcalls import parse_tool_calls, render_tool_response, tools_system_prompt
+from tracegym.toolcalls import parse_tool_calls, render_tool_response, to_json, tools_system_prompt
 
 
 @dataclass
@@ -76,7 +76,7 @@ def validate_arguments(schema: dict[str, Any], arguments: dict[str, Any]) -> str
     return None
 
 
-_SYSTEM_PROMPTS: dict[tuple[type, str], str] = {}  # (family, repr of its Config) -> prompt
+_SYSTEM_PROMPTS: dict[tuple[type, tuple], str] = {}  # (family, knob values) -> prompt
 
 
 def derive_seed(seed: int, attempt: int) -> int:
@@ -177,7 +177,7 @@ class Environment(ABC):
     @property
     def system_prompt(self) -> str:
         """Instructions, tool schemas and call format (memoised per family and knobs)."""
-        key = (type(self), repr(self.config))
+        key = (type(self), self.knob_values)
         prompt = _SYSTEM_PROMPTS.get(key)
         if prompt is None:
             prompt = _SYSTEM_PROMPTS[key] = tools_system_prompt(self.instructions, self.tools)
@@ -185,6 +185,14 @@ class Environment(ABC):
 
     def knobs(self) -> dict[str, Any]:
         return asdict(self.config)
+
+    @functools.cached_property
+    def knob_values(self) -> tuple:
+        """The knobs in `Config` field order: the hashable key of a family's memoised episodes.
+
+        Computed once (an environment's config is fixed from construction on).
+        """
+        return astuple(self.config)
 
     def reset(self, seed: int) -> str:
         """Start the episode for `seed`; returns the first user message.
@@ -238,7 +246,7 @@ class Environment(ABC):
         self.calls.append(call)
         try:
             result = self._call(call)
-            return result if isinstance(result, str) else json.dumps(result)
+            return result if isinstance(result, str) else to_json(result)
         except ToolError as error:
             self.errors += 1
             return f"error: {call.name}: {error}"
@@ -252,15 +260,31 @@ class Environment(ABC):
         return StepResult(observation, reward, True, info)
 
 
+def _steps(env: Environment, actions: list[str]) -> Iterator[tuple[str, StepResult]]:
+    """Step `actions` on the episode in progress until it ends; yields each action and its result."""
+    for action in actions:
+        result = env.step(action)
+        yield action, result
+        if result.done:
+            return
+
+
 def play(env: Environment, seed: int, actions: list[str], hint: bool = False) -> tuple[list[Message], StepResult]:
     """Run scripted assistant turns on `seed`; returns the dialogue and the last step's result."""
     system = env.system_prompt + (f"\n\nHint: {env.hint(seed)}" if hint else "")
     messages = [Message(role="system", content=system), Message(role="user", content=env.reset(seed))]
     result = StepResult("", 0.0, False)
-    for action in actions:
+    for action, result in _steps(env, actions):
         messages.append(Message(role="assistant", content=action))
-        result = env.step(action)
-        if result.done:
-            break
-        messages.append(Message(role="user", content=result.observation))
+        if not result.done:
+            messages.append(Message(role="user", content=result.observation))
     return messages, result
+
+
+def replay(env: Environment, seed: int, actions: list[str]) -> StepResult:
+    """`play` without keeping the dialogue: the last step's result (what verification needs)."""
+    env.reset(seed)
+    result = StepResult("", 0.0, False)
+    for _, result in _steps(env, actions):
+        pass
+    return result

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from tracegym.synth_envs.base import Environment
 
 
-_VERDICTS: OrderedDict[tuple[type, str, int], str | None] = OrderedDict()
+_VERDICTS: OrderedDict[tuple[type, tuple, int], str | None] = OrderedDict()
 _VERDICTS_KEPT = 4096
 
 
@@ -27,7 +27,7 @@ def verify_generated(env: "Environment", generator_seed: int) -> str | None:
     Verdicts are memoised per (family, knobs, generator seed): episodes are pure functions of
     those, so replaying a seed (every `play` resets) does not re-run the checks.
     """
-    key = (type(env), repr(env.config), generator_seed)
+    key = (type(env), env.knob_values, generator_seed)
     if key in _VERDICTS:
         _VERDICTS.move_to_end(key)
         return _VERDICTS[key]
@@ -39,7 +39,7 @@ def verify_generated(env: "Environment", generator_seed: int) -> str | None:
 
 
 def _check(env: "Environment", generator_seed: int) -> str | None:
-    from tracegym.synth_envs.base import play
+    from tracegym.synth_envs.base import replay
 
     twin = type(env)(env.config)
     twin.verify = False
@@ -47,11 +47,11 @@ def _check(env: "Environment", generator_seed: int) -> str | None:
     oracle, wrong = twin._oracle(), twin._wrong()
     if not wrong:
         return "the family lists no wrong trajectories to check the verifier with"
-    _, result = play(twin, generator_seed, oracle)
+    result = replay(twin, generator_seed, oracle)
     if not result.done or result.reward != 1.0:
         return f"oracle earns {result.reward} (done={result.done}), not 1.0"
     for index, actions in enumerate(wrong):
-        _, result = play(twin, generator_seed, actions)
+        result = replay(twin, generator_seed, actions)
         if result.reward >= 1.0:
             return f"wrong trajectory {index} earns {result.reward}"
     return None

@@ -226,3 +226,17 @@ def test_causal_sql_is_read_only_and_output_is_capped() -> None:
     still = env.step(render_tool_call("sql", {"query": "SELECT count(*) AS n FROM budget_log"})).observation
     assert "14" in still
     assert not os.path.exists("/tmp/leak.csv")
+
+
+def test_causal_episodes_see_only_their_own_tables() -> None:
+    first, second = make_env("causal_diagnosis"), make_env("causal_diagnosis")
+    first.reset(0)
+    second.reset(1)
+
+    def total(env, alias: str) -> str:
+        query = f"SELECT sum(impressions) AS {alias} FROM daily_campaign"
+        return env.step(render_tool_call("sql", {"query": query})).observation.split("\n")[2]
+
+    before, other = total(first, "a"), total(second, "b")
+    after = total(first, "c")  # a different text, so not the memoised result of the first query
+    assert before == after and before != other

@@ -17,7 +17,7 @@ from __future__ import annotations
 import difflib
 import functools
 import random
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from tracegym.schema import ToolCall
@@ -180,7 +180,7 @@ class CodeRepair(Environment):
                     "with a minimal edit; do not change the tests. When done, reply with a one-line summary of the fix.")
 
     def _generate(self, seed: int) -> str:
-        self.world = _world(seed, *astuple(self.config))
+        self.world = _world(seed, *self.knob_values)
         if self.world is None:
             return ""
         self.files = {MODULE: self.world.buggy, TESTS: self.world.tests}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import random
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from tracegym.schema import ToolCall
@@ -85,7 +85,7 @@ class ErrorRecovery(Environment):
                     'Finish with a JSON object mapping each package id the user gave to its status, e.g. {"PKG-1234": "delivered"}.')
 
     def _generate(self, seed: int) -> str:
-        self.world = _world(seed, *astuple(self.config))
+        self.world = _world(seed, *self.knob_values)
         self.failures_left = {p: f[1] for p, f in self.world.fault.items() if f[0] == "transient"}
         self.blocked = {p for p, f in self.world.fault.items() if f[0] in ("rate_limit", "session")}
         self.waited = 0

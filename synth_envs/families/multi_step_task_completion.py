@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import random
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from tracegym.schema import ToolCall
@@ -172,7 +172,7 @@ class MultiStepTaskCompletion(Environment):
     )
 
     def _generate(self, seed: int) -> str:
-        self.initial, self.steps, self.expected = _world(seed, *astuple(self.config))
+        self.initial, self.steps, self.expected = _world(seed, *self.knob_values)
         self.db = _copy(self.initial)
         lines = "\n".join(f"{n}. {text}" for n, (text, _) in enumerate(self.steps, start=1))
         return f"Please do the following, in this order:\n{lines}"

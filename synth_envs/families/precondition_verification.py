@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import random
 import re
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from tracegym.schema import ToolCall
@@ -128,7 +128,7 @@ class PreconditionVerification(Environment):
     )
 
     def _generate(self, seed: int) -> str:
-        self.world = _world(seed, *astuple(self.config))
+        self.world = _world(seed, *self.knob_values)
         self.status = {oid: o["status"] for oid, o in self.world.orders.items()}
         w = self.world
         ask = {"cancel": f"Please cancel my order {w.order_id}.",

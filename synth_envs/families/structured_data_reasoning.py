@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import random
-from dataclasses import astuple, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from tracegym.schema import ToolCall
@@ -161,7 +161,7 @@ class StructuredDataReasoning(Environment):
     )
 
     def _generate(self, seed: int) -> str:
-        self.state = _world(seed, *astuple(self.config))
+        self.state = _world(seed, *self.knob_values)
         return self._question(self.state)
 
     @staticmethod

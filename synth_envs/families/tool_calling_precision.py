@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import random
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from tracegym.schema import ToolCall
@@ -139,7 +139,7 @@ class ToolCallingPrecision(Environment):
                     "then make exactly one booking with exactly formatted arguments. Reply 'Booked.' when done.")
 
     def _generate(self, seed: int) -> str:
-        self.world = _world(seed, *astuple(self.config))
+        self.world = _world(seed, *self.knob_values)
         self.bookings: list[dict[str, Any]] = []
         self.rejected = 0
         return self.world.request
