@@ -100,7 +100,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--groups", type=int, default=defaults.groups_per_step, help="groups (seeds) per step")
     parser.add_argument("--group-size", type=int, default=defaults.group_size, help="rollouts per group")
     parser.add_argument("--lr", type=float, default=defaults.learning_rate, help="learning rate")
-    parser.add_argument("--max-new-tokens", type=int, default=defaults.max_new_tokens, help="tokens per assistant turn")
+    parser.add_argument("--max-new-tokens", type=int, default=defaults.max_new_tokens,
+                        help="tokens per assistant turn (default: 1.25 x the family's longest oracle turn)")
     parser.add_argument("--hint-fraction", type=float, default=defaults.hint_fraction, help="share of hinted rollouts")
     parser.add_argument("--save-every", type=int, default=defaults.save_every, help="checkpoint interval in steps")
     parser.add_argument("--heldout-seeds", type=int, default=32, help="evaluation seeds for before/after reward (0: skip)")

@@ -59,7 +59,8 @@ class GRPOConfig:
     group_size: rollouts per seed (default 8).
     mini_batches: optimizer steps per batch of rollouts (default 1; > 1 makes clipping act).
     micro_batch_size: episodes per forward/backward pass, for memory only (default 8).
-    temperature: sampling temperature (default 1.0); max_new_tokens: per assistant turn (default 128).
+    temperature: sampling temperature (default 1.0). max_new_tokens: per assistant turn (default None:
+        fitted to the environment's oracle turns, `tracegym.rollout.turn_token_budget`).
     epsilon_low / epsilon_high: ratio clip range [1 − 0.2, 1 + 0.28] (DAPO-style asymmetric). No KL term.
     hint_fraction: share of each group's rollouts with the environment's hint in the system
         prompt (default 0.25; the paper uses 0.25-0.5); the hint is removed before the update.
@@ -80,7 +81,7 @@ class GRPOConfig:
     mini_batches: int = 1
     micro_batch_size: int = 8
     temperature: float = 1.0
-    max_new_tokens: int = 128
+    max_new_tokens: int | None = None
     epsilon_low: float = 0.2
     epsilon_high: float = 0.28
     hint_fraction: float = 0.25

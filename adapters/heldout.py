@@ -28,10 +28,12 @@ def heldout_reward(
     seeds: Sequence[int],
     rollouts_per_seed: int = 2,
     temperature: float = 0.7,
-    max_new_tokens: int = 128,
+    max_new_tokens: int | None = None,
     sampling_seed: int = 12_345,
 ) -> dict[str, float]:
-    """Reward of `model` on `seeds` (unhinted): per-seed mean over rollouts, then mean_interval."""
+    """Reward of `model` on `seeds` (unhinted): per-seed mean over rollouts, then mean_interval.
+
+    max_new_tokens: per assistant turn (None: fitted to the environment, as in training)."""
     model.eval()
     params = SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature, seed=sampling_seed)
     backend = HFBackend(model, tokenizer, batch_size=32)

@@ -60,7 +60,7 @@ class CalibrationSettings:
 
 def calibrate_to_policy(
     spec: EnvSpec, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, settings: CalibrationSettings,
-    max_new_tokens: int, out_file: Path, policy_name: str,
+    max_new_tokens: int | None, out_file: Path, policy_name: str,
 ) -> EnvSpec:
     """The spec with knobs searched against `policy`; the curve goes to `out_file` (reused on rerun)."""
     if out_file.is_file():

@@ -47,7 +47,8 @@ class RunConfig:
     grpo_steps, groups_per_step, group_size: GRPO updates and rollouts per update.
     micro_batch_size: episodes per GRPO forward/backward (memory: on CPU a 2,000-token episode
         of SmolLM2-135M needs a few GiB of activations, so the default is 1).
-    max_new_tokens: per assistant turn, in rollouts, calibration and held-out scoring.
+    max_new_tokens: per assistant turn, in rollouts, calibration and held-out scoring (None: fitted
+        to each family, 1.25 × its longest oracle turn).
     heldout_seeds: held-out seeds (2 rollouts each) scored before and after training.
     On 2 CPU cores every episode turn re-reads a ~800-token prompt, so rollouts dominate the time.
     """
@@ -65,7 +66,7 @@ class RunConfig:
     groups_per_step: int = 2
     group_size: int = 4
     micro_batch_size: int = 1
-    max_new_tokens: int = 64
+    max_new_tokens: int | None = None
     heldout_seeds: int = 8
     seed: int = 0
 

@@ -46,7 +46,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     synth.add_argument("--seeds", type=int, default=20, help="seeds per knob setting (paper: 100)")
     synth.add_argument("--rollouts", type=int, default=4, help="rollouts per seed (paper: 16)")
     synth.add_argument("--temperature", type=float, default=0.7)
-    synth.add_argument("--max-new-tokens", type=int, default=256)
+    synth.add_argument("--max-new-tokens", type=int, default=None,
+                       help="tokens per assistant turn (default: 1.25 x the family's longest oracle turn at each rung)")
     synth.add_argument("--hint-fraction", type=float, default=0.0, help="share of rollouts per seed given the hint")
     synth.add_argument("--band", type=float, nargs=2, default=(0.2, 0.6), metavar=("LOW", "HIGH"))
     synth.add_argument("--threshold", type=float, default=0.12, help="TF-IDF cosine needed to match by description")

@@ -36,7 +36,7 @@ def test_cli_names_a_missing_input(tmp_path, capsys):
 def test_tiny_end_to_end_trains_one_adapter_and_resumes_nothing(tmp_path):
     config = RunConfig(model="tiny", max_adapters=1, warm_start_dialogues=16, warm_start_steps=1, grpo_steps=1,
                        groups_per_step=1, group_size=2, heldout_seeds=2, calibration_seeds=1,
-                       calibration_rollouts=2)
+                       calibration_rollouts=2, max_new_tokens=16)
     summary = run_pipeline(tmp_path, config)
     trained = [row for row in summary["adapters"] if row["adapter"]]
     stage = tmp_path / "adapters" / trained[0]["capability"]

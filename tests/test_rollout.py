@@ -9,7 +9,7 @@ from typing import Any, Sequence
 import pytest
 
 from tracegym.generation import Completion, GenerationBackend, HFBackend, SamplingParams, render_chat
-from tracegym.rollout import ChatSegments, Episode, run_episodes
+from tracegym.rollout import ChatSegments, Episode, run_episodes, turn_token_budget
 from tracegym.schema import ToolCall
 from tracegym.synth_envs.base import Environment, ToolError
 from tracegym.toolcalls import render_tool_call
@@ -179,6 +179,20 @@ def test_tiny_model_rollouts_keep_the_accounting(tiny, stop):
         header = episode.info["finish"] == "max_turns"
         assert canonical == render_chat(tokenizer, episode.messages, add_generation_prompt=header)
     assert not stop or any(e.info["finish"] == "answer" for e in episodes)
+
+
+def test_unset_turn_budget_is_fitted_to_the_oracle(tiny):
+    model, tokenizer = tiny
+    env = KeyChainEnv(hops=2)
+    longest = max(len(tokenizer(turn, add_special_tokens=False)["input_ids"]) for s in range(16) for turn in env.oracle(s))
+    budget = turn_token_budget(env, tokenizer)
+    assert budget % 16 == 0 and 1.25 * longest <= budget < 1.25 * longest + 16
+    assert turn_token_budget(KeyChainEnv(hops=5), tokenizer) >= budget  # memoised per knobs, not per family
+    params = SamplingParams(max_new_tokens=None, temperature=1.0, seed=5)
+    episode = run_episodes(HFBackend(model, tokenizer), lambda: KeyChainEnv(hops=2), [4], 1, params)[0]
+    assert episode.info["finish"] == "length" and episode.turn_ids.count(0) == budget  # a random policy runs to the cut
+    with pytest.raises(ValueError, match="max_new_tokens is None"):
+        HFBackend(model, tokenizer).generate([[1, 2]], params)
 
 
 def test_rejects_bad_hint_fraction(tiny):

@@ -21,9 +21,13 @@ from tracegym.toolcalls import render_tool_call, render_tool_response
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """Sampling settings. temperature 0 means greedy; `seed` makes a call reproducible."""
+    """Sampling settings. temperature 0 means greedy; `seed` makes a call reproducible.
 
-    max_new_tokens: int = 256
+    max_new_tokens None: fitted to the environment by `tracegym.rollout.run_episodes`; a backend
+    needs a number.
+    """
+
+    max_new_tokens: int | None = 256
     temperature: float = 0.7
     top_p: float = 1.0
     seed: int | None = None
@@ -88,6 +92,8 @@ class HFBackend(GenerationBackend):
 
     @torch.no_grad()
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
+        if params.max_new_tokens is None:
+            raise ValueError("SamplingParams.max_new_tokens is None: set it, or fit it to an environment with run_episodes")
         if params.seed is not None:
             torch.manual_seed(params.seed)
         order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))

@@ -28,10 +28,14 @@ actions, and turn id T (when present) is the final answer.
 
 Rewards. The environment's reward when it ends the episode; 0.0 for a turn cut at
 `max_new_tokens` (the episode never finished), with `info["finish"] == "length"`.
+
+Turn budget. `max_new_tokens=None` fits the budget to the environment (`turn_token_budget`): a
+budget below the oracle's own turns caps reward whatever the policy knows.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
@@ -106,6 +110,25 @@ class ChatSegments:
         return ids[self._base_len :]
 
 
+_BUDGETS: dict[tuple[type, tuple, str], int] = {}  # (family, knob values, tokenizer) -> tokens
+
+
+def turn_token_budget(env: Environment, tokenizer: PreTrainedTokenizerBase, seeds: Sequence[int] = range(16),
+                      slack: float = 1.25) -> int:
+    """Tokens per assistant turn that fit `env`'s oracle: `slack` × its longest oracle turn over
+    `seeds`, rounded up to a multiple of 16 (memoised per family, knobs and tokenizer).
+
+    Families differ several-fold (the embedded tokenizer: precondition checks need ≤ 71 tokens a
+    turn, bulk updates in multi-step completion up to ~210, grouped answers in structured data
+    reasoning ~250), so no one fixed number suits all.
+    """
+    key = (type(env), env.knob_values, tokenizer.name_or_path)
+    if key not in _BUDGETS:
+        longest = max(len(tokenizer(turn, add_special_tokens=False)["input_ids"]) for seed in seeds for turn in env.oracle(seed))
+        _BUDGETS[key] = 16 * math.ceil(slack * longest / 16)
+    return _BUDGETS[key]
+
+
 def turn_params(params: SamplingParams, turn: int) -> SamplingParams:
     """A distinct but reproducible sampling seed for each turn."""
     return params if params.seed is None else replace(params, seed=params.seed + 7919 * turn)
@@ -160,11 +183,13 @@ def run_episodes(
     The first round(hint_fraction * rollouts_per_seed) rollouts of each seed are hinted (the
     environment's hint appended to the system prompt). Episodes come back seed-major in the order
     of `seeds`. An episode ends on a final answer, at the environment's `max_turns`, or when a turn
-    hits `params.max_new_tokens` without ending.
+    hits `params.max_new_tokens` without ending; `max_new_tokens=None` uses `turn_token_budget`.
     """
     if not 0.0 <= hint_fraction <= 1.0:
         raise ValueError(f"hint_fraction must be in [0, 1], got {hint_fraction}")
     segments = ChatSegments(backend.tokenizer)
+    if params.max_new_tokens is None:
+        params = replace(params, max_new_tokens=turn_token_budget(env_factory(), backend.tokenizer))
     hinted_count = round(hint_fraction * rollouts_per_seed)
     envs = [env_factory() for _ in range(len(seeds) * rollouts_per_seed)]
     episodes = [
