@@ -38,7 +38,7 @@ from tracegym.adapters.train import TINY_MODEL, env_factory_for, load_base
 from tracegym.models import DEFAULT_MODEL
 from tracegym.schema import EnvSpec
 
-FULL = dict(model=DEFAULT_MODEL, sft_steps=8, sft_batch=2, steps=2, groups=1, group_size=4, heldout=12, max_new_tokens=48, seeds=3)
+FULL = dict(model=DEFAULT_MODEL, sft_steps=8, sft_batch=2, steps=2, groups=1, group_size=4, heldout=12, max_new_tokens=None, seeds=3)
 QUICK = dict(model=TINY_MODEL, sft_steps=1, sft_batch=2, steps=2, groups=1, group_size=2, heldout=2, max_new_tokens=8, seeds=1)
 
 

@@ -15,6 +15,7 @@ scripted policy (`policy_measure`).
 from __future__ import annotations
 
 import json
+import logging
 import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -22,6 +23,8 @@ from typing import Any, Callable, Protocol, Sequence
 
 from tracegym.synth_envs.base import Environment, StepResult
 from tracegym.synth_envs.registry import get_family, make_env
+
+logger = logging.getLogger(__name__)
 
 Measure = Callable[[str, dict[str, Any], Sequence[int], int], list[list[float]]]
 
@@ -100,6 +103,8 @@ def calibrate(family: str, measure: Measure, seeds: Sequence[int] = range(20), r
         middle = (low + high) // 2
         point = Point.from_groups(dict(ladder[middle]), middle, measure(family, dict(ladder[middle]), seeds, rollouts))
         curve.append(point)
+        logger.info("%s rung %d %s: mean reward %.3f, success %.2f", family, middle, point.knobs, point.mean_reward,
+                    point.success_rate)
         if point.in_band(band):
             break
         if point.mean_reward > band.high:
