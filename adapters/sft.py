@@ -74,12 +74,14 @@ def dialogue_tokens(tokenizer: PreTrainedTokenizerBase, messages: Sequence[Messa
 
 
 def oracle_dataset(
-    env_factory: Callable[[], Environment], seeds: Sequence[int], tokenizer: PreTrainedTokenizerBase
+    env_factories: Sequence[Callable[[], Environment]], seeds: Sequence[int], tokenizer: PreTrainedTokenizerBase
 ) -> Dataset:
-    """One tokenised oracle dialogue per seed (checked to earn reward 1.0)."""
-    env = env_factory()
+    """One tokenised oracle dialogue per seed (checked to earn reward 1.0); seed i is played in an
+    environment from factory i mod len(env_factories), e.g. one factory per difficulty rung."""
+    envs = [factory() for factory in env_factories]
     rows = []
-    for seed in seeds:
+    for index, seed in enumerate(seeds):
+        env = envs[index % len(envs)]
         messages, result = play(env, seed, env.oracle(seed))
         if result.reward != 1.0:
             raise AssertionError(f"{env.name}: oracle earned {result.reward} on seed {seed}")
@@ -90,15 +92,16 @@ def oracle_dataset(
 def warm_start(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
-    env_factory: Callable[[], Environment],
+    env_factories: Sequence[Callable[[], Environment]],
     seeds: Sequence[int],
     config: WarmStartConfig,
     out_dir: str | Path,
 ) -> tuple[PeftModel, dict[str, Any]]:
-    """Train a LoRA on oracle dialogues of `seeds`; saves the adapter to `out_dir` and returns the
-    PEFT model and metrics (first/final loss, seconds per step, dialogues, mean tokens)."""
+    """Train a LoRA on oracle dialogues of `seeds` (spread over `env_factories` as in
+    `oracle_dataset`); saves the adapter to `out_dir` and returns the PEFT model and metrics
+    (first/final loss, seconds per step, dialogues, mean tokens)."""
     out_dir = Path(out_dir)
-    dataset = oracle_dataset(env_factory, list(seeds)[: config.dialogues], tokenizer)
+    dataset = oracle_dataset(env_factories, list(seeds)[: config.dialogues], tokenizer)
     scratch = tempfile.TemporaryDirectory(prefix="tracegym-sft-")
     args = SFTConfig(
         output_dir=scratch.name,

@@ -28,7 +28,7 @@ from tracegym.schema import AdapterArtifact, EnvSpec
 from tracegym.generation import HFBackend, SamplingParams
 from tracegym.synth_envs.base import Environment
 from tracegym.synth_envs.calibration import Band, backend_measure, calibrate, write_calibrations
-from tracegym.synth_envs.registry import make_env
+from tracegym.synth_envs.registry import get_family, make_env
 
 logger = logging.getLogger(__name__)
 TINY_MODEL = "tiny"
@@ -42,6 +42,17 @@ def load_base(name: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
 def env_factory_for(spec: EnvSpec) -> Callable[[], Environment]:
     """A factory of fresh environments of the spec's family at its knobs."""
     return functools.partial(make_env, spec.family, **spec.knobs)
+
+
+def ladder_factories(spec: EnvSpec) -> list[Callable[[], Environment]]:
+    """One factory per rung of the family's difficulty ladder (the spec's knobs under each rung).
+
+    Calibration picks a rung after the warm start, so the warm start shows the policy every rung:
+    trained on one setting only, the embedded model carries its shape into the others (asked
+    for one attendee, it invents the second it was trained to look up).
+    """
+    ladder = get_family(spec.family).ladder or ({},)
+    return [functools.partial(make_env, spec.family, **{**spec.knobs, **rung}) for rung in ladder]
 
 
 @dataclass(frozen=True)
@@ -114,7 +125,8 @@ def train_adapter(
             logger.info("reusing the warm start in %s", adapter_dir)
         else:
             hi = env_spec.train_seeds[1]
-            peft_model, warm_metrics = warm_start(model, tokenizer, factory, range(hi - warm.dialogues, hi), warm, adapter_dir)
+            factories = ladder_factories(env_spec) if calibration is not None else [factory]
+            peft_model, warm_metrics = warm_start(model, tokenizer, factories, range(hi - warm.dialogues, hi), warm, adapter_dir)
             if state.is_main_process:
                 (adapter_dir / "warm_start.json").write_text(json.dumps(warm_metrics, indent=2))
             state.wait_for_everyone()

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace, out: Path) -> dict:
     if warm_file.is_file():
         warm_model, warm_metrics = attach_lora(base, adapter_dir=out / "warm_start"), json.loads(warm_file.read_text())
     else:
-        warm_model, warm_metrics = warm_start(base, tokenizer, factory, range(50_000, 50_000 + warm.dialogues), warm, out / "warm_start")
+        warm_model, warm_metrics = warm_start(base, tokenizer, [factory], range(50_000, 50_000 + warm.dialogues), warm, out / "warm_start")
         warm_file.write_text(json.dumps(warm_metrics))
     warm_seconds = time.perf_counter() - started
     eval_seeds = range(spec.eval_seeds[0], spec.eval_seeds[0] + settings["heldout"])

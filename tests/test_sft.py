@@ -27,7 +27,7 @@ def test_assistant_mask_covers_exactly_the_assistant_turns():
 def test_warm_start_lowers_loss_and_saves_a_loadable_adapter(tmp_path):
     model, tokenizer = tiny_model()
     config = WarmStartConfig(dialogues=16, steps=4, batch_size=4, learning_rate=1e-2, lora_rank=4)
-    peft_model, metrics = warm_start(model, tokenizer, LookupEnv, range(100, 116), config, tmp_path / "sft")
+    peft_model, metrics = warm_start(model, tokenizer, [LookupEnv], range(100, 116), config, tmp_path / "sft")
     assert metrics["dialogues"] == 16
     assert metrics["final_loss"] < metrics["first_loss"]
     assert (tmp_path / "sft" / "adapter_config.json").is_file()
@@ -41,3 +41,19 @@ def test_warm_start_lowers_loss_and_saves_a_loadable_adapter(tmp_path):
         assert torch.allclose(loaded(input_ids=ids).logits, expected, atol=1e-5)
         with loaded.disable_adapter():
             assert not torch.allclose(loaded(input_ids=ids).logits, expected, atol=1e-3)
+
+
+def test_warm_start_for_calibration_covers_every_rung():
+    from tracegym.adapters.sft import oracle_dataset
+    from tracegym.adapters.train import ladder_factories
+    from tracegym.schema import EnvSpec
+    from tracegym.synth_envs.registry import get_family
+
+    _, tokenizer = tiny_model()
+    spec = EnvSpec(capability="tool_calling_precision", family="tool_calling_precision", knobs={"n_attendees": 3})
+    factories = ladder_factories(spec)
+    ladder = get_family("tool_calling_precision").ladder
+    assert [f().knobs() for f in factories] == [{**get_family("tool_calling_precision").Config().__dict__, **rung} for rung in ladder]
+    rows = oracle_dataset(factories, range(len(ladder)), tokenizer)
+    attendees = [tokenizer.decode(row["input_ids"]).count('"find_employee", "arguments"') for row in rows]
+    assert attendees[0] == 1 and attendees[-1] == ladder[-1]["n_attendees"]  # one rung per dialogue, in order
