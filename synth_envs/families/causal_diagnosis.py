@@ -438,7 +438,6 @@ class CausalDiagnosis(Environment):
          "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}},
     ]
 
-
     @property
     def instructions(self) -> str:
         window = self.config.window_days
@@ -454,14 +453,13 @@ class CausalDiagnosis(Environment):
 
     def _generate(self, seed: int) -> str:
         self.world = _world(seed, *self.knob_values)
-        self.generated_from = seed
         return "Our campaign's performance changed in the intervention window. What caused it, and in which slice?"
 
     def _reject(self) -> str | None:
         return self.world.problem
 
     def _call(self, call_: ToolCall) -> Any:
-        return _run_sql(self.generated_from, self.knob_values, call_.arguments["query"])
+        return _run_sql(self.generator_seed, self.knob_values, call_.arguments["query"])
 
     def _score(self, final_answer: str) -> tuple[float, dict[str, Any]]:
         answer = json_object(final_answer)

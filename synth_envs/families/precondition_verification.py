@@ -120,7 +120,6 @@ class PreconditionVerification(Environment):
     ]
     _WRITES = ("cancel_order", "update_address", "refund_order")
 
-
     instructions = (
         "You are a customer-service agent. Follow this policy strictly:\n" + POLICY + "\n"
         "Check the records a rule depends on before any change. When finished, answer 'DONE' if "

@@ -118,7 +118,6 @@ def _world(seed: int, n_customers: int, orders_per_customer: int, n_constraints:
     return state
 
 
-
 @register(aliases=("data_reasoning", "structured_reasoning", "record_aggregation"))
 class StructuredDataReasoning(Environment):
     name = "structured_data_reasoning"
