@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from tracegym.adapters.grpo import GRPOConfig
 from tracegym.adapters.sft import WarmStartConfig
-from tracegym.cli import UserError
+from tracegym.errors import UserError
 from tracegym.models import DEFAULT_MODEL
 from tracegym.schema import EnvSpec
 
@@ -40,7 +40,7 @@ def load_env_spec(text: str) -> EnvSpec:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from tracegym.adapters.train import CalibrationSettings, train_adapter
+    from tracegym.adapters.train import CalibrationConfig, train_adapter
     from tracegym.synth_envs.registry import get_family
 
     spec = load_env_spec(args.env_spec)
@@ -58,7 +58,7 @@ def run_train(args: argparse.Namespace) -> int:
                         batch_size=args.warm_start_batch, seed=args.seed)
         if args.warm_start else None
     )
-    calibration = CalibrationSettings(seeds=args.calibration_seeds, rollouts=args.calibration_rollouts) if args.calibrate else None
+    calibration = CalibrationConfig(seeds=args.calibration_seeds, rollouts=args.calibration_rollouts) if args.calibrate else None
     try:
         artifact = train_adapter(
             spec, args.out, config, model_name=args.model, warm=warm, resume=args.resume, heldout_seeds=args.heldout_seeds,
@@ -72,7 +72,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from tracegym.adapters.train import CalibrationSettings
+    from tracegym.adapters.train import CalibrationConfig
 
     parser = subparsers.add_parser("train", help="train a LoRA adapter with GRPO (TRACE turn credit) on an environment",
                                    description=__doc__.splitlines()[0])
@@ -81,7 +81,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", required=True, type=Path, help="output folder (adapter, log, curve, checkpoint)")
     parser.add_argument("--credit", choices=("trace", "grpo"), default="trace", help="turn credit or plain GRPO (default trace)")
     parser.add_argument("--warm-start", action="store_true", help="SFT on oracle dialogues first (needed by SmolLM2-135M)")
-    warm_defaults, calibration_defaults = WarmStartConfig(), CalibrationSettings()
+    warm_defaults, calibration_defaults = WarmStartConfig(), CalibrationConfig()
     parser.add_argument("--warm-start-dialogues", type=int, default=warm_defaults.dialogues,
                         help=f"oracle dialogues for the warm start (default {warm_defaults.dialogues})")
     parser.add_argument("--warm-start-steps", type=int, default=warm_defaults.steps,

@@ -40,7 +40,7 @@ from tracegym.adapters.checkpoint import find_checkpoint, load_checkpoint, save_
 from tracegym.adapters.credit import CreditConfig, episode_advantages
 from tracegym.adapters.policy_loss import TokenBatch, clipped_surrogate, episode_batch, token_logprobs
 from tracegym.adapters.reference_scoring import reference_scores
-from tracegym.generation import HFBackend, SamplingParams
+from tracegym.generation import HFBackend, SamplingConfig
 from tracegym.rollout import Episode, run_episodes
 from tracegym.synth_envs.base import Environment
 
@@ -157,7 +157,7 @@ class GRPOTrainer:
     def rollouts(self, seeds: list[int]) -> list[Episode]:
         """Sample `group_size` episodes per seed with this step's reproducible sampling seed."""
         config = self.config
-        params = SamplingParams(
+        params = SamplingConfig(
             max_new_tokens=config.max_new_tokens,
             temperature=config.temperature,
             seed=config.seed * 1_000_003 + self.step * 7_919 + self.accelerator.process_index,

@@ -9,7 +9,7 @@ from typing import Callable, Sequence
 import numpy as np
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from tracegym.generation import HFBackend, SamplingParams
+from tracegym.generation import HFBackend, SamplingConfig
 from tracegym.rollout import run_episodes
 from tracegym.synth_envs.base import Environment
 
@@ -35,7 +35,7 @@ def heldout_reward(
 
     max_new_tokens: per assistant turn (None: fitted to the environment, as in training)."""
     model.eval()
-    params = SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature, seed=sampling_seed)
+    params = SamplingConfig(max_new_tokens=max_new_tokens, temperature=temperature, seed=sampling_seed)
     backend = HFBackend(model, tokenizer, batch_size=32)
     episodes = run_episodes(backend, env_factory, list(seeds), rollouts_per_seed, params, hint_fraction=0.0)
     per_seed = [

@@ -25,7 +25,7 @@ from tracegym.adapters.lora import attach_lora
 from tracegym.adapters.sft import WarmStartConfig, warm_start
 from tracegym.models import DEFAULT_MODEL, load_model, tiny_model
 from tracegym.schema import AdapterArtifact, EnvSpec
-from tracegym.generation import HFBackend, SamplingParams
+from tracegym.generation import HFBackend, SamplingConfig
 from tracegym.synth_envs.base import Environment
 from tracegym.synth_envs.calibration import Band, backend_measure, calibrate, write_calibrations
 from tracegym.synth_envs.registry import get_family, make_env
@@ -56,7 +56,7 @@ def ladder_factories(spec: EnvSpec) -> list[Callable[[], Environment]]:
 
 
 @dataclass(frozen=True)
-class CalibrationSettings:
+class CalibrationConfig:
     """Calibrate the spec's knobs to the (warm-started) policy before GRPO.
 
     seeds × rollouts episodes per knob setting (defaults 8 × 4; the paper uses 100 × 16) at
@@ -70,7 +70,7 @@ class CalibrationSettings:
 
 
 def calibrate_to_policy(
-    spec: EnvSpec, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, settings: CalibrationSettings,
+    spec: EnvSpec, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, settings: CalibrationConfig,
     max_new_tokens: int | None, out_file: Path, policy_name: str,
 ) -> EnvSpec:
     """The spec with knobs searched against `policy`; the curve goes to `out_file` (reused on rerun)."""
@@ -79,7 +79,7 @@ def calibrate_to_policy(
     else:
         measure = backend_measure(
             HFBackend(policy, tokenizer, batch_size=32),
-            SamplingParams(max_new_tokens=max_new_tokens, temperature=settings.temperature),
+            SamplingConfig(max_new_tokens=max_new_tokens, temperature=settings.temperature),
         )
         result = calibrate(spec.family, measure, range(settings.seeds), settings.rollouts, settings.band, policy_name)
         write_calibrations([result], out_file)
@@ -99,7 +99,7 @@ def train_adapter(
     heldout_seeds: int = 32,
     env_factory: Callable[[], Environment] | None = None,
     progress: bool = True,
-    calibration: CalibrationSettings | None = None,
+    calibration: CalibrationConfig | None = None,
 ) -> AdapterArtifact:
     """Train one LoRA adapter for `env_spec` into `out_dir`; returns its AdapterArtifact.
 

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from tracegym.analysis.ingest import FORMATS, IngestError, IngestResult, ingest_paths
-from tracegym.cli import UserError
+from tracegym.errors import UserError
 from tracegym.files import write_text_atomic
 from tracegym.schema import write_jsonl
 

@@ -19,7 +19,7 @@ from tracegym.analysis.detectors import label_deterministic
 from tracegym.analysis.judge import JudgeResult, LLMJudge
 from tracegym.analysis.llm_client import ChatClient
 from tracegym.analysis.proposer import propose
-from tracegym.analysis.selection import Outcome, SelectionParams, select
+from tracegym.analysis.selection import Outcome, SelectionConfig, select
 from tracegym.schema import Capability, CapabilityReport, Label, Trajectory
 
 
@@ -64,7 +64,7 @@ def counted_outcomes(trajectories: list[Trajectory], sources: dict[str, FailureS
     }
 
 
-def diagnose(trajectories: list[Trajectory], inputs: list[Path], params: SelectionParams = SelectionParams(k=1, n=1),
+def diagnose(trajectories: list[Trajectory], inputs: list[Path], params: SelectionConfig = SelectionConfig(k=1, n=1),
              judge: LLMJudge | None = None, proposer: ChatClient | None = None, count_all_failures: bool = False,
              progress: bool = False) -> Diagnosis:
     """Run the whole analysis; `inputs` are the paths the trajectories came from (used to find

@@ -19,8 +19,8 @@ from tracegym.analysis.ingest import IngestError, ingest_paths
 from tracegym.analysis.judge import LLMJudge
 from tracegym.analysis.llm_client import OpenAIChatClient
 from tracegym.analysis.report import write_outputs
-from tracegym.analysis.selection import SelectionParams
-from tracegym.cli import UserError
+from tracegym.analysis.selection import SelectionConfig
+from tracegym.errors import UserError
 from tracegym.schema import Trajectory, read_jsonl
 
 
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--propose needs --judge-url (the proposer is an LLM)")
     if k > n:
         raise UserError(f"--k {k} is more than the {n} labelling runs")
-    params = SelectionParams(rho=args.rho, delta=args.delta, k=k, n=n, bootstrap=args.bootstrap, seed=args.seed)
+    params = SelectionConfig(rho=args.rho, delta=args.delta, k=k, n=n, bootstrap=args.bootstrap, seed=args.seed)
     diagnosis = diagnose(trajectories, args.paths, params, judge=judge, proposer=judge.client if args.propose else None,
                          count_all_failures=args.count_all_failures, progress=True)
     path = write_outputs(diagnosis, args.out)

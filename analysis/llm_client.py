@@ -78,12 +78,12 @@ class BackendChatClient:
         self.max_new_tokens = max_new_tokens
 
     def complete(self, messages, schema, name, temperature, seed) -> str:
-        from tracegym.generation import SamplingParams
+        from tracegym.generation import SamplingConfig
 
         prompt = [dict(m) for m in messages]
         prompt[0] = {**prompt[0], "content": prompt[0]["content"] + "\nAnswer with JSON only, matching this schema: "
                      + json.dumps(schema)}
-        params = SamplingParams(max_new_tokens=self.max_new_tokens, temperature=temperature, seed=seed)
+        params = SamplingConfig(max_new_tokens=self.max_new_tokens, temperature=temperature, seed=seed)
         try:
             replies = self.backend.chat([prompt], params)
         except (RuntimeError, ValueError) as error:

@@ -26,7 +26,7 @@ EVIDENCE_KEPT = 3  # evidence items kept per explained failure
 
 
 @dataclass(frozen=True)
-class SelectionParams:
+class SelectionConfig:
     """ρ (min coverage), δ (min Δ), K of N runs, bootstrap resamples and seed."""
 
     rho: float = 0.10
@@ -58,7 +58,7 @@ def run_stats(counts: np.ndarray, total_failed: float) -> tuple[float | None, fl
     return cov, er_minus, er_plus, delta
 
 
-def passes(cov: float | None, delta: float | None, params: SelectionParams) -> bool:
+def passes(cov: float | None, delta: float | None, params: SelectionConfig) -> bool:
     return cov is not None and delta is not None and cov >= params.rho and delta >= params.delta
 
 
@@ -153,7 +153,7 @@ def majority(labels: list[Label]) -> dict[tuple[str, str], Label]:
 
 
 def select(capabilities: list[Capability], labels: list[Label], outcomes: dict[str, Outcome],
-           params: SelectionParams = SelectionParams()) -> CapabilityReport:
+           params: SelectionConfig = SelectionConfig()) -> CapabilityReport:
     """The CapabilityReport over the counted trajectories in `outcomes` (pass only agent-caused
     failures and all successes to exclude the rest). `params.n` is the number of labelling runs
     expected; runs missing from `labels` count as failed runs for the K-of-N rule."""

@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from tracegym.generation import HFBackend, SamplingParams
+from tracegym.generation import HFBackend, SamplingConfig
 from tracegym.models import load_model
 from tracegym.rollout import Episode, run_episodes, turn_params
 from tracegym.synth_envs.registry import make_env
@@ -51,7 +51,7 @@ def turn_contexts(episodes: list[Episode]) -> list[list[list[int]]]:
 
 
 @torch.inference_mode()
-def plain_generate(model, tokenizer, contexts: list[list[int]], params: SamplingParams, batch_size: int) -> int:
+def plain_generate(model, tokenizer, contexts: list[list[int]], params: SamplingConfig, batch_size: int) -> int:
     """Sample with bare `model.generate` in the backend's batches; returns tokens sampled (through eos)."""
     torch.manual_seed(params.seed)
     pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
@@ -81,8 +81,8 @@ def main() -> None:
     batch_size = len(seeds) * rollouts
     model, tokenizer = load_model()
     backend = HFBackend(model, tokenizer, batch_size=batch_size)
-    params = SamplingParams(max_new_tokens=new_tokens, temperature=0.7, seed=11)
-    run_episodes(backend, lambda: make_env(args.family), seeds[:1], 1, SamplingParams(max_new_tokens=4))  # warm-up
+    params = SamplingConfig(max_new_tokens=new_tokens, temperature=0.7, seed=11)
+    run_episodes(backend, lambda: make_env(args.family), seeds[:1], 1, SamplingConfig(max_new_tokens=4))  # warm-up
 
     engine, plain = _Clock(), _Clock()
     for _ in range(args.rounds):  # alternate, keep the best of each: load on the machine hits both alike

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tracegym.cli import UserError
+from tracegym.errors import UserError
 from tracegym.models import DEFAULT_MODEL
 
 

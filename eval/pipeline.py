@@ -20,7 +20,7 @@ from pathlib import Path
 from tracegym.adapters.checkpoint import find_checkpoint
 from tracegym.adapters.grpo import CHECKPOINT_DIR, GRPOConfig
 from tracegym.adapters.sft import WarmStartConfig
-from tracegym.adapters.train import CalibrationSettings, train_adapter
+from tracegym.adapters.train import CalibrationConfig, train_adapter
 from tracegym.analysis.cli import format_table
 from tracegym.analysis.diagnose import diagnose
 from tracegym.analysis.examples import write_example_run
@@ -120,7 +120,7 @@ def _train(stage: Path, spec: EnvSpec, config: RunConfig) -> list[Path]:
         seed=config.seed,
     )
     calibration = (
-        CalibrationSettings(seeds=config.calibration_seeds, rollouts=config.calibration_rollouts)
+        CalibrationConfig(seeds=config.calibration_seeds, rollouts=config.calibration_rollouts)
         if config.calibration_seeds else None
     )
     train_adapter(

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tracegym.cli import UserError
+from tracegym.errors import UserError
 from tracegym.schema import Capability, CapabilityReport
 from tracegym.synth_envs.base import play
 from tracegym.synth_envs.calibration import Band, backend_measure
@@ -120,10 +120,10 @@ def run_synth(args: argparse.Namespace) -> int:
     band = Band(*args.band)
     measure, policy = None, ""
     if args.calibrate:
-        from tracegym.generation import SamplingParams
+        from tracegym.generation import SamplingConfig
 
         backend, policy = _backend(args)
-        measure = backend_measure(backend, SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature),
+        measure = backend_measure(backend, SamplingConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature),
                                   hint_fraction=args.hint_fraction)
     synthesis = synthesise(capabilities, args.out, measure, policy, args.seeds, args.rollouts, band, args.threshold)
     matches, done, specs = synthesis.matches, synthesis.calibrations, synthesis.specs

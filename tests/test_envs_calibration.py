@@ -58,11 +58,11 @@ def test_group_statistics() -> None:
 
 
 def test_backend_measure_runs_real_rollouts_with_the_tiny_model() -> None:
-    from tracegym.generation import HFBackend, SamplingParams
+    from tracegym.generation import HFBackend, SamplingConfig
     from tracegym.models import tiny_model
 
     model, tokenizer = tiny_model()
-    measure = backend_measure(HFBackend(model, tokenizer), SamplingParams(max_new_tokens=8, temperature=1.0, seed=0), progress=False)
+    measure = backend_measure(HFBackend(model, tokenizer), SamplingConfig(max_new_tokens=8, temperature=1.0, seed=0), progress=False)
     groups = measure("precondition_verification", {"max_conditions": 1}, [0, 1], 2)
     assert len(groups) == 2 and all(len(g) == 2 for g in groups)
     assert all(0.0 <= r <= 1.0 for g in groups for r in g)

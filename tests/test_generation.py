@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from tracegym.generation import HFBackend, SamplingParams, render_chat
+from tracegym.generation import HFBackend, SamplingConfig, render_chat
 from tracegym.schema import Message, ToolCall
 
 CONVERSATIONS = [
@@ -27,7 +27,7 @@ def test_render_chat_shows_tool_results_and_calls_to_the_model(tiny):
 def test_batched_greedy_equals_one_by_one(tiny):
     """Left padding and length sorting must not change what each prompt gets."""
     model, tokenizer = tiny
-    params = SamplingParams(max_new_tokens=6, temperature=0.0)
+    params = SamplingConfig(max_new_tokens=6, temperature=0.0)
     batched = HFBackend(model, tokenizer, batch_size=3).chat(CONVERSATIONS, params)
     single = [HFBackend(model, tokenizer, batch_size=1).chat([c], params)[0] for c in CONVERSATIONS]
     assert [c.token_ids for c in batched] == [c.token_ids for c in single]
@@ -36,7 +36,7 @@ def test_batched_greedy_equals_one_by_one(tiny):
 def test_logprobs_are_the_models_own(tiny):
     model, tokenizer = tiny
     prompt = render_chat(tokenizer, CONVERSATIONS[0])
-    completion = HFBackend(model, tokenizer).generate([prompt], SamplingParams(max_new_tokens=5, temperature=1.0, seed=3))[0]
+    completion = HFBackend(model, tokenizer).generate([prompt], SamplingConfig(max_new_tokens=5, temperature=1.0, seed=3))[0]
     ids = torch.tensor([prompt + completion.token_ids])
     with torch.no_grad():
         logits = model(ids).logits[0, len(prompt) - 1 : -1].log_softmax(-1)
@@ -48,7 +48,7 @@ def test_logprobs_are_the_models_own(tiny):
 def test_seeded_sampling_is_reproducible(tiny):
     model, tokenizer = tiny
     backend = HFBackend(model, tokenizer)
-    params = SamplingParams(max_new_tokens=8, temperature=1.0, seed=11)
+    params = SamplingConfig(max_new_tokens=8, temperature=1.0, seed=11)
     assert [c.token_ids for c in backend.chat(CONVERSATIONS, params)] == [c.token_ids for c in backend.chat(CONVERSATIONS, params)]
 
 
@@ -58,7 +58,7 @@ def test_embedded_model_greedy_generation():
 
     model, tokenizer = load_model()
     completion = HFBackend(model, tokenizer).chat(
-        [[{"role": "user", "content": "What is the capital of France?"}]], SamplingParams(max_new_tokens=24, temperature=0.0)
+        [[{"role": "user", "content": "What is the capital of France?"}]], SamplingConfig(max_new_tokens=24, temperature=0.0)
     )[0]
     assert "Paris" in completion.text
     assert completion.finish_reason == "stop" and completion.token_ids[-1] == tokenizer.eos_token_id

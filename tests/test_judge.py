@@ -24,7 +24,7 @@ from tracegym.analysis.llm_client import OpenAIChatClient
 from tracegym.analysis.proposer import propose
 from tracegym.analysis.contrast import contrast
 from tracegym.analysis.catalogue import catalogue_for
-from tracegym.analysis.selection import SelectionParams
+from tracegym.analysis.selection import SelectionConfig
 from tracegym.cli import main
 from tracegym.schema import LabelValue, Message, Source, ToolCall, Trajectory, write_jsonl
 
@@ -116,7 +116,7 @@ def dataset() -> list[Trajectory]:
 def test_judge_end_to_end_with_retries_votes_and_counted_malformed(server: str, tmp_path: Path) -> None:
     trajectories = dataset()
     judge = LLMJudge(OpenAIChatClient(server, "stand-in-judge"), runs=3, retries=2, workers=3)
-    diagnosis = diagnose(trajectories, [tmp_path], SelectionParams(k=2, n=3, bootstrap=200), judge=judge)
+    diagnosis = diagnose(trajectories, [tmp_path], SelectionConfig(k=2, n=3, bootstrap=200), judge=judge)
     report = diagnosis.report
 
     labels = diagnosis.judge["labels"]

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import pytest
 
-from tracegym.generation import Completion, GenerationBackend, HFBackend, SamplingParams, render_chat
+from tracegym.generation import Completion, GenerationBackend, HFBackend, SamplingConfig, render_chat
 from tracegym.rollout import ChatSegments, Episode, run_episodes, turn_token_budget
 from tracegym.schema import ToolCall
 from tracegym.synth_envs.base import Environment, ToolError
@@ -82,7 +82,7 @@ class ScriptedBackend(GenerationBackend):
         full = render_chat(self.tokenizer, [{"role": "system", "content": "s"}, {"role": "assistant", "content": text}], False)
         return full[len(self.header) : len(full) - len(self.suffix)]
 
-    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingConfig) -> list[Completion]:
         out = []
         for prompt in prompts:
             text = self.tokenizer.decode(prompt)
@@ -116,7 +116,7 @@ def test_scripted_oracle_rollout_is_exact(tiny):
     seeds = [1, 2, 3]
     scripts = {env.reset(s): env.oracle(s) for s in seeds}
     scripts_wrong = {task: script[:-1] + ["nope"] for task, script in scripts.items()}
-    params = SamplingParams(max_new_tokens=64)
+    params = SamplingConfig(max_new_tokens=64)
     good = run_episodes(ScriptedBackend(tokenizer, scripts), lambda: KeyChainEnv(hops=3), seeds, 2, params, hint_fraction=0.5)
     bad = run_episodes(ScriptedBackend(tokenizer, scripts_wrong), lambda: KeyChainEnv(hops=3), seeds, 1, params)
     assert [e.seed for e in good] == [1, 1, 2, 2, 3, 3]
@@ -142,7 +142,7 @@ def test_max_turns_ends_on_an_observation_with_header(tiny):
     _, tokenizer = tiny
     env = KeyChainEnv(hops=2)
     looping = {env.reset(0): [render_tool_call("lookup", {"key": "zz"})] * KeyChainEnv.max_turns}
-    (episode,) = run_episodes(ScriptedBackend(tokenizer, looping), lambda: KeyChainEnv(hops=2), [0], 1, SamplingParams())
+    (episode,) = run_episodes(ScriptedBackend(tokenizer, looping), lambda: KeyChainEnv(hops=2), [0], 1, SamplingConfig())
     _check_invariants(episode)
     assert episode.info["finish"] == "max_turns" and episode.info["errors"] == KeyChainEnv.max_turns
     assert episode.num_actions == KeyChainEnv.max_turns and episode.boundaries[-1] == len(episode.completion_ids)
@@ -154,7 +154,7 @@ def test_tiny_model_rollouts_keep_the_accounting(tiny, stop):
     """Random policy: turns cut at max_new_tokens, or (with a stop string) ended without the
     end-of-turn token and scored as final answers; template pieces stay exact."""
     model, tokenizer = tiny
-    params = SamplingParams(max_new_tokens=12, temperature=1.0, seed=5, stop=stop)
+    params = SamplingConfig(max_new_tokens=12, temperature=1.0, seed=5, stop=stop)
     episodes = run_episodes(HFBackend(model, tokenizer), lambda: KeyChainEnv(hops=2), [4, 5], 3, params, hint_fraction=1 / 3)
     assert len(episodes) == 6 and sum(e.hinted for e in episodes) == 2
     segments = ChatSegments(tokenizer)
@@ -188,7 +188,7 @@ def test_unset_turn_budget_is_fitted_to_the_oracle(tiny):
     budget = turn_token_budget(env, tokenizer)
     assert budget % 16 == 0 and 1.25 * longest <= budget < 1.25 * longest + 16
     assert turn_token_budget(KeyChainEnv(hops=5), tokenizer) >= budget  # memoised per knobs, not per family
-    params = SamplingParams(max_new_tokens=None, temperature=1.0, seed=5)
+    params = SamplingConfig(max_new_tokens=None, temperature=1.0, seed=5)
     episode = run_episodes(HFBackend(model, tokenizer), lambda: KeyChainEnv(hops=2), [4], 1, params)[0]
     assert episode.info["finish"] == "length" and episode.turn_ids.count(0) == budget  # a random policy runs to the cut
     with pytest.raises(ValueError, match="max_new_tokens is None"):
@@ -198,7 +198,7 @@ def test_unset_turn_budget_is_fitted_to_the_oracle(tiny):
 def test_rejects_bad_hint_fraction(tiny):
     _, tokenizer = tiny
     with pytest.raises(ValueError, match="hint_fraction"):
-        run_episodes(ScriptedBackend(tokenizer, {}), KeyChainEnv, [0], 1, SamplingParams(), hint_fraction=1.5)
+        run_episodes(ScriptedBackend(tokenizer, {}), KeyChainEnv, [0], 1, SamplingConfig(), hint_fraction=1.5)
 
 
 @pytest.mark.slow
@@ -211,7 +211,7 @@ def test_embedded_model_rollouts_on_a_family():
     from tracegym.synth_envs.registry import make_env
 
     model, tokenizer = load_model()
-    params = SamplingParams(max_new_tokens=24, temperature=0.7, seed=3)
+    params = SamplingConfig(max_new_tokens=24, temperature=0.7, seed=3)
     episodes = run_episodes(HFBackend(model, tokenizer), lambda: make_env("multi_step_task_completion"), [0, 1], 2, params, 0.5)
     for episode in episodes:
         _check_invariants(episode)

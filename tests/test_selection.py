@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracegym.analysis.selection import Outcome, SelectionParams, bootstrap_delta, majority, run_stats, select
+from tracegym.analysis.selection import Outcome, SelectionConfig, bootstrap_delta, majority, run_stats, select
 from tracegym.schema import Capability, Label, LabelValue
 
 P, L, N = LabelValue.PRESENT, LabelValue.LACKING, LabelValue.NA
@@ -20,7 +20,7 @@ def test_formulas_on_a_hand_table() -> None:
     outcomes = {**{f"f{i}": Outcome(f"t{i}", False) for i in range(1, 5)},
                 **{f"s{i}": Outcome(f"t{i}", True) for i in range(1, 5)}}
     table = {"f1": L, "f2": L, "f3": P, "f4": N, "s1": L, "s2": P, "s3": P, "s4": P}
-    report = select([CAP], labels_for(table), outcomes, SelectionParams(k=1, n=1, bootstrap=200))
+    report = select([CAP], labels_for(table), outcomes, SelectionConfig(k=1, n=1, bootstrap=200))
     stats = report.capabilities[0]
     assert stats.cov == [pytest.approx(2 / 4)]
     assert stats.er_minus == [pytest.approx(2 / 3)]
@@ -36,12 +36,12 @@ def test_formulas_on_a_hand_table() -> None:
 def test_empty_denominators_are_none() -> None:
     assert run_stats([0, 0, 0, 0], 0) == (None, None, None, None)
     outcomes = {"f1": Outcome("t1", False), "f2": Outcome("t2", False)}
-    report = select([CAP], labels_for({"f1": L, "f2": N}), outcomes, SelectionParams(k=1, n=1, bootstrap=50))
+    report = select([CAP], labels_for({"f1": L, "f2": N}), outcomes, SelectionConfig(k=1, n=1, bootstrap=50))
     stats = report.capabilities[0]
     assert stats.cov == [0.5] and stats.er_minus == [1.0]
     assert stats.er_plus == [None] and stats.delta == [None]  # no successes at all
     assert not stats.selected and stats.delta_ci is None and stats.paired_delta is None
-    only_successes = select([CAP], labels_for({"s1": P}), {"s1": Outcome("t1", True)}, SelectionParams(k=1, n=1))
+    only_successes = select([CAP], labels_for({"s1": P}), {"s1": Outcome("t1", True)}, SelectionConfig(k=1, n=1))
     assert only_successes.capabilities[0].cov == [None] and only_successes.union_coverage is None
 
 
@@ -57,7 +57,7 @@ def _runs(passing: int, total: int) -> list[Label]:
 @pytest.mark.parametrize(("passing", "selected"), [(8, True), (10, True), (7, False), (0, False)])
 def test_k_of_n_rule(passing: int, selected: bool) -> None:
     outcomes = {"f1": Outcome("t1", False), "f2": Outcome("t2", False), "s1": Outcome("t1", True), "s2": Outcome("t2", True)}
-    report = select([CAP], _runs(passing, 10), outcomes, SelectionParams(k=8, n=10, bootstrap=100))
+    report = select([CAP], _runs(passing, 10), outcomes, SelectionConfig(k=8, n=10, bootstrap=100))
     stats = report.capabilities[0]
     assert stats.runs_passed == passing
     assert stats.selected is selected
@@ -67,7 +67,7 @@ def test_k_of_n_rule(passing: int, selected: bool) -> None:
 def test_missing_runs_count_as_not_passing() -> None:
     outcomes = {"f1": Outcome("t1", False), "s1": Outcome("t1", True)}
     labels = [l for l in _runs(10, 10) if l.run < 7 and l.trajectory_id in outcomes]
-    report = select([CAP], labels, outcomes, SelectionParams(k=8, n=10, bootstrap=50))
+    report = select([CAP], labels, outcomes, SelectionConfig(k=8, n=10, bootstrap=50))
     assert report.capabilities[0].runs_passed == 7 and not report.capabilities[0].selected
 
 
@@ -75,8 +75,8 @@ def test_thresholds_are_inclusive_and_both_needed() -> None:
     # Cov = 1/10 exactly and Δ = 1: selected at ρ = 0.10; at ρ = 0.11 it is not.
     outcomes = {f"f{i}": Outcome(f"t{i}", False) for i in range(10)} | {"s": Outcome("t0", True)}
     table = {"f0": L} | {f"f{i}": N for i in range(1, 10)} | {"s": P}
-    assert select([CAP], labels_for(table), outcomes, SelectionParams(k=1, n=1, bootstrap=10)).selected == ["c"]
-    assert select([CAP], labels_for(table), outcomes, SelectionParams(rho=0.11, k=1, n=1, bootstrap=10)).selected == []
+    assert select([CAP], labels_for(table), outcomes, SelectionConfig(k=1, n=1, bootstrap=10)).selected == ["c"]
+    assert select([CAP], labels_for(table), outcomes, SelectionConfig(rho=0.11, k=1, n=1, bootstrap=10)).selected == []
 
 
 def test_majority_ties_lean_to_present() -> None:

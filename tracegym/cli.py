@@ -11,14 +11,11 @@ import logging
 import sys
 
 from tracegym import __version__
+from tracegym.errors import UserError
 
 # Each module defines `register(subparsers)`, adding its commands with `set_defaults(run=...)`;
 # `run(args) -> int` returns the exit code.
 STAGE_CLIS: tuple[str, ...] = ("tracegym.analysis.cli", "tracegym.analysis.diagnose_cli", "tracegym.adapters.cli", "tracegym.synth_envs.cli", "tracegym.eval.cli")
-
-
-class UserError(Exception):
-    """A problem with the user's input, reported as one line and exit code 1 (no traceback)."""
 
 
 def build_parser() -> argparse.ArgumentParser:

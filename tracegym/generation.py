@@ -20,14 +20,14 @@ from tracegym.toolcalls import render_tool_call, render_tool_response
 
 
 @dataclass(frozen=True)
-class SamplingParams:
+class SamplingConfig:
     """Sampling settings. temperature 0 means greedy; `seed` makes a call reproducible.
 
     max_new_tokens None: fitted to the environment by `tracegym.rollout.run_episodes`; a backend
     needs a number.
     """
 
-    max_new_tokens: int | None = 256
+    max_new_tokens: int | None = None
     temperature: float = 0.7
     top_p: float = 1.0
     seed: int | None = None
@@ -73,11 +73,11 @@ class GenerationBackend(ABC):
     tokenizer: PreTrainedTokenizerBase
 
     @abstractmethod
-    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingConfig) -> list[Completion]:
         """One completion per prompt, in order."""
 
     def chat(
-        self, conversations: Sequence[Sequence[Message | dict[str, Any]]], params: SamplingParams
+        self, conversations: Sequence[Sequence[Message | dict[str, Any]]], params: SamplingConfig
     ) -> list[Completion]:
         """One assistant reply per conversation."""
         return self.generate([render_chat(self.tokenizer, c) for c in conversations], params)
@@ -91,9 +91,9 @@ class HFBackend(GenerationBackend):
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
     @torch.no_grad()
-    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingConfig) -> list[Completion]:
         if params.max_new_tokens is None:
-            raise ValueError("SamplingParams.max_new_tokens is None: set it, or fit it to an environment with run_episodes")
+            raise ValueError("SamplingConfig.max_new_tokens is None: set it, or fit it to an environment with run_episodes")
         if params.seed is not None:
             torch.manual_seed(params.seed)
         order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
@@ -104,7 +104,7 @@ class HFBackend(GenerationBackend):
                 results[index] = completion
         return [results[i] for i in range(len(prompts))]
 
-    def _generate_batch(self, prompts: list[Sequence[int]], params: SamplingParams) -> list[Completion]:
+    def _generate_batch(self, prompts: list[Sequence[int]], params: SamplingConfig) -> list[Completion]:
         device = self.model.device
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
@@ -146,7 +146,7 @@ class HFBackend(GenerationBackend):
             )
         return completions
 
-    def _length(self, ids: list[int], params: SamplingParams) -> tuple[int, bool]:
+    def _length(self, ids: list[int], params: SamplingConfig) -> tuple[int, bool]:
         """Tokens to keep (through the end-of-turn token or a stop string) and whether it stopped."""
         eos = self.tokenizer.eos_token_id
         if eos in ids:

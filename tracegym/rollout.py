@@ -42,7 +42,7 @@ from typing import Any, Callable, Sequence
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
-from tracegym.generation import Completion, GenerationBackend, SamplingParams, render_chat
+from tracegym.generation import Completion, GenerationBackend, SamplingConfig, render_chat
 from tracegym.schema import Message
 from tracegym.synth_envs.base import Environment
 
@@ -129,7 +129,7 @@ def turn_token_budget(env: Environment, tokenizer: PreTrainedTokenizerBase, seed
     return _BUDGETS[key]
 
 
-def turn_params(params: SamplingParams, turn: int) -> SamplingParams:
+def turn_params(params: SamplingConfig, turn: int) -> SamplingConfig:
     """A distinct but reproducible sampling seed for each turn."""
     return params if params.seed is None else replace(params, seed=params.seed + 7919 * turn)
 
@@ -174,7 +174,7 @@ def run_episodes(
     env_factory: Callable[[], Environment],
     seeds: Sequence[int],
     rollouts_per_seed: int,
-    params: SamplingParams,
+    params: SamplingConfig,
     hint_fraction: float = 0.0,
     progress: bool = False,
 ) -> list[Episode]:
