@@ -28,7 +28,7 @@ setup-gpu:
 	touch $(VENV)/.installed
 
 demo: setup
-	$(VENV)/bin/tracegym run --out $(RUN_DIR)
+	$(VENV)/bin/tracegym run --config configs/demo.toml --out $(RUN_DIR)
 
 test: setup
 	$(PY) -m pytest -q

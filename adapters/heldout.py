@@ -9,6 +9,7 @@ from typing import Callable, Sequence
 import numpy as np
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from tracegym.config import RolloutConfig
 from tracegym.generation import HFBackend, SamplingConfig
 from tracegym.rollout import run_episodes
 from tracegym.synth_envs.base import Environment
@@ -26,16 +27,14 @@ def heldout_reward(
     tokenizer: PreTrainedTokenizerBase,
     env_factory: Callable[[], Environment],
     seeds: Sequence[int],
-    rollouts_per_seed: int = 2,
-    temperature: float = 0.7,
-    max_new_tokens: int | None = None,
+    rollout: RolloutConfig,
+    rollouts_per_seed: int,
     sampling_seed: int = 12_345,
 ) -> dict[str, float]:
-    """Reward of `model` on `seeds` (unhinted): per-seed mean over rollouts, then mean_interval.
-
-    max_new_tokens: per assistant turn (None: fitted to the environment, as in training)."""
+    """Reward of `model` on `seeds` (unhinted, sampled per `rollout`): per-seed mean over
+    `rollouts_per_seed` rollouts, then mean_interval."""
     model.eval()
-    params = SamplingConfig(max_new_tokens=max_new_tokens, temperature=temperature, seed=sampling_seed)
+    params = SamplingConfig(max_new_tokens=rollout.max_new_tokens, temperature=rollout.temperature, seed=sampling_seed)
     backend = HFBackend(model, tokenizer, batch_size=32)
     episodes = run_episodes(backend, env_factory, list(seeds), rollouts_per_seed, params, hint_fraction=0.0)
     per_seed = [

@@ -71,7 +71,7 @@ def test_cli_list_show_and_synth(tmp_path, capsys) -> None:
     path.write_text(_report([("tool_calling_precision", "exact args"), ("friendly_tone", "sounding polite and warm")]).model_dump_json())
     assert main(["synth", str(path), "--out", str(tmp_path / "envs")]) == 0
     out = capsys.readouterr().out
-    assert "UNMATCHED" in out and "not calibrated" in out
+    assert "UNMATCHED" in out and "calibration off" in out
     specs = list(read_jsonl(tmp_path / "envs" / "env_specs.jsonl", EnvSpec))
     assert [s.family for s in specs] == ["tool_calling_precision"] and specs[0].calibration["calibrated"] is False
     matches = json.loads((tmp_path / "envs" / "matches.json").read_text())
@@ -92,7 +92,7 @@ def test_cli_errors_are_one_line(tmp_path, capsys) -> None:
 def test_cli_synth_calibrates_with_a_real_backend(tmp_path, capsys) -> None:
     path = tmp_path / "capabilities.json"
     path.write_text(_report([("precondition_verification", "check before acting")]).model_dump_json())
-    assert main(["synth", str(path), "--out", str(tmp_path / "envs"), "--calibrate", "--model", "tiny",
-                 "--seeds", "2", "--rollouts", "2", "--max-new-tokens", "8"]) == 0
+    assert main(["synth", str(path), "--out", str(tmp_path / "envs"), "--calibration", "--model", "tiny",
+                 "--calibration-seeds", "2", "--calibration-rollouts", "2", "--max-new-tokens", "8"]) == 0
     data = json.loads((tmp_path / "envs" / "calibration.json").read_text())
     assert data["families"][0]["curve"] and data["families"][0]["policy"] == "hf:tiny"

@@ -25,7 +25,8 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-DEFAULT_MODEL = "smollm2-135m"
+from tracegym.config import DEFAULT_MODEL
+
 _GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 logger = logging.getLogger(__name__)
 
