@@ -21,7 +21,7 @@ from tracegym.adapters.checkpoint import find_checkpoint
 from tracegym.adapters.grpo import CHECKPOINT_DIR, GRPOConfig
 from tracegym.adapters.sft import WarmStartConfig
 from tracegym.adapters.train import CalibrationConfig, train_adapter
-from tracegym.analysis.cli import format_table
+from tracegym.analysis.ingest.outputs import format_table
 from tracegym.analysis.diagnose import diagnose
 from tracegym.analysis.examples import write_example_run
 from tracegym.analysis.ingest import ingest_paths

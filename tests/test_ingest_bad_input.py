@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tracegym.analysis.cli import REPORT, TRAJECTORIES
+from tracegym.analysis.ingest.outputs import REPORT, TRAJECTORIES
 from tracegym.analysis.examples import example_results, write_example_run
 from tracegym.analysis.ingest import IngestError, ingest_paths
 from tracegym.cli import main

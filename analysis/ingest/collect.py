@@ -22,22 +22,22 @@ from typing import Any, Iterator
 
 from tqdm import tqdm
 
-from tracegym.analysis import ingest_chat, ingest_mini_swe, ingest_openhands, ingest_tau2, ingest_tau_v1
-from tracegym.analysis.ingest_common import Batch, IngestError, Inconsistency, RecordError, SkippedRecord, parse_json, read_text
+from tracegym.analysis.ingest import chat_jsonl, mini_swe, openhands, tau2, tau_v1
+from tracegym.analysis.ingest.common import Batch, IngestError, Inconsistency, RecordError, SkippedRecord, parse_json, read_text
 from tracegym.schema import Trajectory
 
 __all__ = ["FORMATS", "IngestError", "IngestResult", "Inconsistency", "SkippedRecord", "SourceSummary", "ingest_paths"]
 
 # Document formats in sniffing order; each module has sniff(document) and read(path, document).
 _DOCUMENT_FORMATS: dict[str, ModuleType] = {
-    ingest_tau2.FORMAT: ingest_tau2,
-    ingest_tau_v1.FORMAT: ingest_tau_v1,
-    ingest_mini_swe.FORMAT: ingest_mini_swe,
-    ingest_openhands.FORMAT: ingest_openhands,
-    ingest_chat.FORMAT: ingest_chat,
+    tau2.FORMAT: tau2,
+    tau_v1.FORMAT: tau_v1,
+    mini_swe.FORMAT: mini_swe,
+    openhands.FORMAT: openhands,
+    chat_jsonl.FORMAT: chat_jsonl,
 }
 # Run-folder formats; each module has is_run_dir(path) and read_run(path).
-_RUN_FORMATS: dict[str, ModuleType] = {ingest_mini_swe.FORMAT: ingest_mini_swe, ingest_openhands.FORMAT: ingest_openhands}
+_RUN_FORMATS: dict[str, ModuleType] = {mini_swe.FORMAT: mini_swe, openhands.FORMAT: openhands}
 FORMATS: tuple[str, ...] = tuple(_DOCUMENT_FORMATS)
 _FILE_SUFFIXES = (".json", ".jsonl")
 
@@ -176,8 +176,8 @@ def _read_source(path: Path, fmt: str | None, explicit: bool) -> Batch | None:
     if path.is_dir():
         raise IngestError(path, "", f"not a {fmt} run folder")
     text = read_text(path)
-    if fmt == ingest_chat.FORMAT or (fmt is None and ingest_chat.sniff_text(text)):
-        return ingest_chat.read_text_lines(path, text)
+    if fmt == chat_jsonl.FORMAT or (fmt is None and chat_jsonl.sniff_text(text)):
+        return chat_jsonl.read_text_lines(path, text)
     document = parse_json(path, text)
     module = _DOCUMENT_FORMATS[fmt] if fmt else next((m for m in _DOCUMENT_FORMATS.values() if m.sniff(document)), None)
     if module is None:

@@ -15,8 +15,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tracegym.analysis.ingest_common import Batch, IngestError, RecordError, load_json, openai_messages, read_text
-from tracegym.analysis.ingest_swebench import BENCHMARK, HarnessReport, harness_report, swe_trajectory
+from tracegym.analysis.ingest.common import Batch, IngestError, RecordError, load_json, openai_messages, read_text
+from tracegym.analysis.ingest.swebench import BENCHMARK, HarnessReport, harness_report, swe_trajectory
 from tracegym.schema import Source, Trajectory
 
 FORMAT = "openhands"

@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tracegym.analysis.ingest_common import Batch, IngestError, RecordError, load_json, openai_messages, validate
-from tracegym.analysis.ingest_swebench import BENCHMARK, harness_report, swe_trajectory
+from tracegym.analysis.ingest.common import Batch, IngestError, RecordError, load_json, openai_messages, validate
+from tracegym.analysis.ingest.swebench import BENCHMARK, harness_report, swe_trajectory
 from tracegym.schema import Source, Trajectory
 
 FORMAT = "mini_swe_agent"

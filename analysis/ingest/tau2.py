@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, InstanceOf
 
-from tracegym.analysis.ingest_common import ROLES, Batch, RecordError, check_tool_results, construct, validate
+from tracegym.analysis.ingest.common import ROLES, Batch, RecordError, check_tool_results, construct, validate
 from tracegym.schema import Message, Source, ToolCall, Trajectory
 
 FORMAT = "tau2_results"

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tracegym.analysis.ingest_common import Batch, RecordError, check_tool_results, openai_messages, validate
+from tracegym.analysis.ingest.common import Batch, RecordError, check_tool_results, openai_messages, validate
 from tracegym.schema import Source, Trajectory
 
 FORMAT = "chat_jsonl"
