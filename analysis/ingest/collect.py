@@ -1,11 +1,12 @@
 """Ingest real agent runs into Trajectory records: find the sources, sniff each format, gather counts.
 
-Formats (sniffed from content, or forced with `fmt`): `tau2_results` (τ²-bench Results JSON),
-`tau_v1` (τ-bench v1 trajectory list), `mini_swe_agent` and `openhands` (SWE-bench run folders, or
-one trajectory file inside such a folder), `chat_jsonl` (OpenAI chat JSONL with a reward).
-Directories are walked: a mini-swe-agent or OpenHands run folder is one source; elsewhere every
-`.json` / `.jsonl` file is one. A walked file that parses but matches no format (an index, a task
-list) is listed in `IngestResult.ignored`; a file named explicitly must match a format.
+Formats (sniffed from content, or forced with `fmt`; the protocol and registry are in `formats`):
+`tau2_results` (τ²-bench Results JSON), `tau_v1` (τ-bench v1 trajectory list), `mini_swe_agent`
+and `openhands` (SWE-bench run folders, or one trajectory file inside such a folder),
+`trajectories` (tracegym's own trajectories.jsonl), `chat_jsonl` (OpenAI chat JSONL with a reward).
+Folders are walked (see `walk`): a mini-swe-agent or OpenHands run folder is one source; elsewhere
+every `.json` / `.jsonl` file is one. A walked file that parses but matches no format (an index, a
+task list) is listed in `IngestResult.ignored`; a file named explicitly must match a format.
 
 By default the first bad file or record raises `IngestError` naming the file and the JSON path;
 with `keep_going=True` it is listed in `IngestResult.skipped` and the rest is ingested.
@@ -17,29 +18,16 @@ import gc
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Iterator
 
 from tqdm import tqdm
 
-from tracegym.analysis.ingest import chat_jsonl, mini_swe, openhands, tau2, tau_v1
-from tracegym.analysis.ingest.common import Batch, IngestError, Inconsistency, RecordError, SkippedRecord, parse_json, read_text
+from tracegym.analysis.ingest.common import Batch, IngestError, Inconsistency, InputFile, RecordError, SkippedRecord
+from tracegym.analysis.ingest.formats import FORMATS, REGISTRY, RUN_FOLDER_FORMATS, FileFormat, by_name
+from tracegym.analysis.ingest.walk import Found, discover
 from tracegym.schema import Trajectory
 
 __all__ = ["FORMATS", "IngestError", "IngestResult", "Inconsistency", "SkippedRecord", "SourceSummary", "ingest_paths"]
-
-# Document formats in sniffing order; each module has sniff(document) and read(path, document).
-_DOCUMENT_FORMATS: dict[str, ModuleType] = {
-    tau2.FORMAT: tau2,
-    tau_v1.FORMAT: tau_v1,
-    mini_swe.FORMAT: mini_swe,
-    openhands.FORMAT: openhands,
-    chat_jsonl.FORMAT: chat_jsonl,
-}
-# Run-folder formats; each module has is_run_dir(path) and read_run(path).
-_RUN_FORMATS: dict[str, ModuleType] = {mini_swe.FORMAT: mini_swe, openhands.FORMAT: openhands}
-FORMATS: tuple[str, ...] = tuple(_DOCUMENT_FORMATS)
-_FILE_SUFFIXES = (".json", ".jsonl")
 
 
 @dataclass
@@ -82,12 +70,12 @@ class IngestResult:
 
 def ingest_paths(paths: list[Path], keep_going: bool = False, fmt: str | None = None) -> IngestResult:
     """Ingest files and folders (walked); raises IngestError on bad input unless `keep_going`."""
-    if fmt is not None and fmt not in FORMATS:
-        raise ValueError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+    forced = by_name(fmt) if fmt is not None else None
+    run_formats = (forced,) if forced in RUN_FOLDER_FORMATS else RUN_FOLDER_FORMATS
     result = IngestResult()
-    sources = list(_unique(_discover(Path(p), fmt) for p in paths))
+    sources = discover(paths, run_formats)
     with _collector_paused():
-        _ingest_sources(result, sources, keep_going, fmt)
+        _ingest_sources(result, sources, keep_going, forced)
     return result
 
 
@@ -107,18 +95,18 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _ingest_sources(result: IngestResult, sources: list[tuple[Path, bool]], keep_going: bool, fmt: str | None) -> None:
-    for source, explicit in tqdm(sources, desc="ingest", unit="source", disable=None, leave=False):
+def _ingest_sources(result: IngestResult, sources: list[Found], keep_going: bool, forced: FileFormat | None) -> None:
+    for found in tqdm(sources, desc="ingest", unit="source", disable=None, leave=False):
         try:
-            batch = _read_source(source, fmt, explicit)
+            batch = _read_source(found, forced)
         except IngestError as error:
             if not keep_going:
                 raise
             result.skipped.append(SkippedRecord(error.path, error.json_path, error.reason))
-            result.sources.append(SourceSummary(str(source), fmt or "unknown", skipped=1))
+            result.sources.append(SourceSummary(str(found.path), forced.FORMAT if forced else "unknown", skipped=1))
             continue
         if batch is None:
-            result.ignored.append(SkippedRecord(str(source), "", "not a run file: matches no known format"))
+            result.ignored.append(SkippedRecord(str(found.path), "", "not a run file: matches no known format"))
             continue
         if batch.skipped and not keep_going:
             first = batch.skipped[0]
@@ -129,70 +117,28 @@ def _ingest_sources(result: IngestResult, sources: list[tuple[Path, bool]], keep
         result.sources.append(_summary(batch))
 
 
-def _unique(groups: Iterator[list[tuple[Path, bool]]]) -> Iterator[tuple[Path, bool]]:
-    """Sources in order, each once even when named twice (a folder and a file inside it)."""
-    seen: set[Path] = set()
-    for group in groups:
-        for source, explicit in group:
-            key = source.resolve()
-            if key not in seen:
-                seen.add(key)
-                yield source, explicit
-
-
-def _discover(path: Path, fmt: str | None) -> list[tuple[Path, bool]]:
-    """(source, must match a format) pairs under `path`: run folders whole, other files one by one.
-    Named files and recognised run folders must match; files met while walking may be ignored."""
-    if not path.exists():
-        raise IngestError(path, "", "no such file or directory")
-    if path.is_file():
-        return [(path, True)]
-    if _run_format(path, fmt):
-        return [(path, True)]
-    found = []
-    for child in sorted(path.iterdir()):
-        if child.name.startswith("."):
-            continue
-        if child.is_dir():
-            found.extend(_discover(child, fmt))
-        elif child.suffix in _FILE_SUFFIXES:
-            found.append((child, False))
-    return found
-
-
-def _run_format(path: Path, fmt: str | None) -> str | None:
-    if not path.is_dir():
-        return None
-    if fmt in _RUN_FORMATS:
-        return fmt if _RUN_FORMATS[fmt].is_run_dir(path) else None
-    return next((name for name, module in _RUN_FORMATS.items() if module.is_run_dir(path)), None)
-
-
-def _read_source(path: Path, fmt: str | None, explicit: bool) -> Batch | None:
+def _read_source(found: Found, forced: FileFormat | None) -> Batch | None:
     """One source as a Batch; None for a walked file that matches no format."""
-    run_format = _run_format(path, fmt)
-    if run_format:
-        return _RUN_FORMATS[run_format].read_run(path)
-    if path.is_dir():
-        raise IngestError(path, "", f"not a {fmt} run folder")
-    text = read_text(path)
-    if fmt == chat_jsonl.FORMAT or (fmt is None and chat_jsonl.sniff_text(text)):
-        return chat_jsonl.read_text_lines(path, text)
-    document = parse_json(path, text)
-    module = _DOCUMENT_FORMATS[fmt] if fmt else next((m for m in _DOCUMENT_FORMATS.values() if m.sniff(document)), None)
+    if found.problem:
+        raise IngestError(found.path, "", found.problem)
+    if found.run_format is not None:
+        return found.run_format.read_run(found.path)
+    file = InputFile(found.path)
+    module = forced or next((f for f in REGISTRY if f.sniff(file)), None)
     if module is None:
-        if not explicit:
+        document = file.json()  # raises the decoding error when the file is not JSON at all
+        if not found.explicit:
             return None
-        raise IngestError(path, "", f"unknown format ({_shape(document)}); known formats: {', '.join(FORMATS)}")
+        raise IngestError(found.path, "", f"unknown format ({_shape(document)}); known formats: {', '.join(FORMATS)}")
     try:
-        return module.read(path, document)
+        return module.read(file)
     except RecordError as error:
-        raise IngestError(path, error.json_path, error.reason) from None
+        raise IngestError(found.path, error.json_path, error.reason) from None
 
 
 def _shape(document: Any) -> str:
     if isinstance(document, dict):
-        keys = ", ".join(list(document)[:8])
+        keys = ", ".join(key[:40] for key in list(document)[:8])
         return f"an object with keys {keys}" if keys else "an empty object"
     if isinstance(document, list):
         return f"a list of {len(document)} items" + (f" of type {type(document[0]).__name__}" if document else "")

@@ -1,16 +1,46 @@
-"""What `tracegym ingest` writes and prints: the output file names and the per-source table."""
+"""What `tracegym ingest` writes and prints: the two output files (replaced together) and the per-source table."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from tracegym.analysis.ingest.collect import IngestResult
+from tracegym.errors import UserError, one_line
+from tracegym.files import replace_together
+from tracegym.schema import dump_jsonl
 
 TRAJECTORIES = "trajectories.jsonl"
 REPORT = "ingest_report.json"
 _SHOWN_INCONSISTENCIES = 10
 
 
+def write_dataset(result: IngestResult, folder: Path) -> None:
+    """Replace `folder`'s trajectories.jsonl and ingest_report.json together (see tracegym.files)."""
+    with replace_together(folder, (TRAJECTORIES, REPORT)) as outputs:
+        with outputs.open(TRAJECTORIES) as handle:
+            dump_jsonl(result.trajectories, handle)
+        outputs.write_text(REPORT, json.dumps(result.report(), indent=1))
+
+
+def empty_input(paths: list[Path], out: Path) -> UserError:
+    """The error for inputs that hold no trajectory: an empty dataset would replace the outputs in `out`."""
+    named = one_line(", ".join(map(str, paths)))
+    return UserError(f"{named}: no trajectories found; {out} is left as it was (--allow-empty writes empty outputs)")
+
+
 def _short(path: str, width: int = 60) -> str:
+    path = one_line(path)
     return path if len(path) <= width else "..." + path[-(width - 3):]
+
+
+def format_skipped(result: IngestResult) -> list[str]:
+    """Every skipped record, one line each, under a header (nothing when none was skipped)."""
+    if not result.skipped:
+        return []
+    return [f"\nskipped records ({len(result.skipped)}):"] + [
+        f"  {s.path}: {s.json_path or '(whole file)'}: {s.reason}" for s in result.skipped
+    ]
 
 
 def format_table(result: IngestResult) -> str:
@@ -25,9 +55,7 @@ def format_table(result: IngestResult) -> str:
     totals = [sum(getattr(s, name) for s in result.sources) for name in ("runs", "successes", "failures", "skipped", "inconsistencies", "repaired")]
     lines.append("-" * len(header))
     lines.append(f"{'total':<60} {'':<14} {totals[0]:>5} {'':>5} {totals[1]:>5} {totals[2]:>5} {totals[3]:>5} {totals[4]:>6} {totals[5]:>8}")
-    if result.skipped:
-        lines.append(f"\nskipped records ({len(result.skipped)}):")
-        lines.extend(f"  {s.path}: {s.json_path or '(whole file)'}: {s.reason}" for s in result.skipped)
+    lines.extend(format_skipped(result))
     if result.inconsistencies:
         lines.append(f"\ninconsistencies ({len(result.inconsistencies)}, {totals[5]} repaired):")
         for item in result.inconsistencies[:_SHOWN_INCONSISTENCIES]:
