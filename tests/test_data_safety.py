@@ -21,9 +21,11 @@ import pytest
 from tracegym.analysis import report
 from tracegym.analysis.examples import example_results, write_example_run
 from tracegym.analysis.ingest import ingest_paths
+from tracegym.analysis.ingest.common import ARGUMENTS_DEPTH, MAX_NESTING, JsonProblem, decode_json
 from tracegym.analysis.ingest.outputs import REPORT, TRAJECTORIES
 from tracegym.cli import main
 from tracegym.files import PARTIAL, replace_together
+from tracegym.schema import read_jsonl, write_jsonl
 
 from ingest_samples import write_json
 
@@ -152,6 +154,28 @@ def test_nesting_and_encoding_errors_are_one_line_and_skippable(case: str, tmp_p
     assert written["skipped"][0]["path"] == str(bad) and where in written["skipped"][0]["json_path"] + written["skipped"][0]["reason"]
     expected = 4 + (3 if case == "infinite reward" else 0)  # a bad record leaves the file's other records
     assert written["trajectories"] == expected
+
+
+@pytest.mark.parametrize("extra", [0, 1], ids=["at the limit", "one level deeper"])
+def test_what_ingest_accepts_can_be_read_back(extra: int, tmp_path: Path) -> None:
+    """The nesting limit is the reader's: tool-call arguments (decoded from a string, so not limited
+    by the file's own nesting) at the limit round-trip through trajectories.jsonl; deeper are refused."""
+    decode_json("[" * MAX_NESTING + "]" * MAX_NESTING)
+    with pytest.raises(JsonProblem, match="nested too deeply"):
+        decode_json("[" * (MAX_NESTING + 1) + "]" * (MAX_NESTING + 1))
+    depth = MAX_NESTING - ARGUMENTS_DEPTH + extra
+    arguments = {"a": json.loads("[" * (depth - 1) + "]" * (depth - 1))}
+    call = {"id": "c1", "function": {"name": "f", "arguments": json.dumps(arguments)}}
+    line = {"messages": [{"role": "assistant", "tool_calls": [call]}], "reward": 1.0}
+    path = tmp_path / "deep_arguments.jsonl"
+    path.write_text(json.dumps(line) + "\n" + json.dumps(line) + "\n")
+    result = ingest_paths([path], keep_going=True)
+    if extra:
+        assert result.trajectories == [] and "arguments nested deeper" in result.skipped[0].reason
+        return
+    write_jsonl(result.trajectories, tmp_path / TRAJECTORIES)
+    back = [t.model_dump() for t in read_jsonl(tmp_path / TRAJECTORIES)]
+    assert len(back) == 2 and back == [t.model_dump() for t in result.trajectories]
 
 
 def test_links_are_walked_once_by_real_path(tmp_path: Path, good: Path) -> None:

@@ -42,8 +42,8 @@ class IngestError(Exception):
         self.path = one_line(str(path))
         self.json_path = one_line(json_path)
         self.reason = one_line(reason)
-        where = f"{self.path}: {json_path}" if json_path else self.path
-        super().__init__(f"{where}: {reason}")
+        where = f"{self.path}: {self.json_path}" if self.json_path else self.path
+        super().__init__(f"{where}: {self.reason}")
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,8 @@ class Batch:
         self.skipped.append(SkippedRecord(one_line(path or self.path), one_line(json_path), one_line(reason)))
 
     def flag(self, records: list[str], message: str, repaired: bool = False) -> None:
-        self.inconsistencies.append(Inconsistency(self.path, records, message, repaired))
+        """List records that disagree with each other (`repaired` when the ingest fixed it)."""
+        self.inconsistencies.append(Inconsistency(self.path, [one_line(r) for r in records], one_line(message), repaired))
 
 
 def json_path_of(prefix: str, loc: tuple[int | str, ...]) -> str:
@@ -120,8 +121,8 @@ def _first_error(error: ValidationError, prefix: str) -> RecordError:
 
 
 def jsonl_lines(text: str) -> Iterator[tuple[int, str]]:
-    """(1-based line number, line) for every non-blank line; lines end at "\n" only (a JSON string
-    may hold U+2028 and other characters `str.splitlines` would split at)."""
+    """(1-based line number, line) for every non-blank line; lines end at a newline only (a JSON
+    string may hold U+2028 and other characters `str.splitlines` would split at)."""
     for number, line in enumerate(text.split("\n"), start=1):
         if line.strip():
             yield number, line
