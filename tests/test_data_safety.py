@@ -179,7 +179,8 @@ def test_what_ingest_accepts_can_be_read_back(extra: int, tmp_path: Path) -> Non
 
 
 def test_links_are_walked_once_by_real_path(tmp_path: Path, good: Path) -> None:
-    """Three links to the parent folder made the walk exponential; a link loop is no problem either."""
+    """Three links to the parent folder made the walk exponential; a link loop is no problem either.
+    The walk runs in a child process so that a walk that never ends fails the test instead of hanging it."""
     folder = good.parent
     nested = folder / "a" / "b"
     nested.mkdir(parents=True)
@@ -187,10 +188,14 @@ def test_links_are_walked_once_by_real_path(tmp_path: Path, good: Path) -> None:
         (nested / name).symlink_to(folder, target_is_directory=True)
     (folder / "loop").symlink_to(folder / "loop")  # a link to itself: never a file or folder
     (folder / "same.json").symlink_to(good)
-    started = time.perf_counter()
-    result = ingest_paths([folder, nested / "up1"])
-    assert time.perf_counter() - started < 10
-    assert len(result.trajectories) == 4 and [s.path for s in result.sources] == [str(good)]
+    code = ("import json, sys; from tracegym.analysis.ingest import ingest_paths; r = ingest_paths(sys.argv[1:]); "
+            "print(json.dumps([len(r.trajectories), [s.path for s in r.sources]]))")
+    try:
+        done = subprocess.run([sys.executable, "-c", code, str(folder), str(nested / "up1")], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the walk did not finish within 60 s")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [4, [str(good)]]
 
 
 # --- diagnose reading a trajectories.jsonl -----------------------------------------------------
@@ -256,11 +261,15 @@ def test_a_failure_while_writing_leaves_the_old_diagnosis_whole(tmp_path: Path, 
 
 
 def test_stale_temporaries_of_a_killed_run_are_cleaned(ingested, good: Path) -> None:
+    """Temporaries have fixed names, so the next run replaces them; a journal it cannot read is dropped."""
     out, _ = ingested
     (out / (TRAJECTORIES + PARTIAL)).write_text('{"half a line')
     (out / (REPORT + PARTIAL)).write_text("")
+    (out / f".{TRAJECTORIES}.commit{PARTIAL}").write_text('["trajec')
+    (out / f".{TRAJECTORIES}.commit").write_text("\x00garbage")
     assert main(["ingest", str(good), "--out", str(out)]) == 0
     assert sorted(p.name for p in out.iterdir()) == [REPORT, TRAJECTORIES]
+    assert len((out / TRAJECTORIES).read_text().splitlines()) == 4
 
 
 def test_moves_interrupted_by_a_crash_are_finished_by_the_next_write(tmp_path: Path, monkeypatch) -> None:

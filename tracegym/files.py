@@ -5,8 +5,8 @@
 them (`<folder>/.<first name>.commit`) is written, the temporaries are moved over their final
 names back to back, and the journal is removed. What a killed process (SIGKILL included) leaves:
 
-- killed while writing: the old set, untouched, and some temporaries; the next write of the set
-  removes those before it writes;
+- killed while writing: the old set, untouched, and some temporaries; their names are fixed, so
+  the next write of the set overwrites and moves them (or removes them if it fails itself);
 - killed while moving: the journal and the temporaries not yet moved; the next write of any set
   in the folder first finishes those moves (every listed temporary was complete), so the folder
   holds the whole new set.
@@ -62,7 +62,7 @@ def replace_together(folder: str | Path, names: Iterable[str]) -> Iterator[Outpu
     folder, names = Path(folder), tuple(names)
     if not names or len(set(names)) != len(names) or not all(_is_plain_name(name) for name in names):
         raise ValueError(f"output names must be distinct plain file names, got {names}")
-    recover(folder, names)
+    _finish_moves(folder)
     outputs = OutputSet(folder, names)
     try:
         yield outputs
@@ -75,7 +75,7 @@ def replace_together(folder: str | Path, names: Iterable[str]) -> Iterator[Outpu
         for name in names:
             outputs.path(name).unlink(missing_ok=True)
         raise
-    # Past this point a failure leaves the journal and the temporaries for `recover` to finish.
+    # Past this point a failure leaves the journal and the temporaries for `_finish_moves` to finish.
     if len(names) == 1:
         os.replace(outputs.path(names[0]), folder / names[0])
     else:
@@ -90,22 +90,18 @@ def replace_together(folder: str | Path, names: Iterable[str]) -> Iterator[Outpu
     _flush(folder)
 
 
-def recover(folder: Path, names: tuple[str, ...]) -> None:
-    """Finish the moves of every journal left in `folder`, then remove stale temporaries of `names`."""
+def _finish_moves(folder: Path) -> None:
+    """Finish the moves listed by every journal a killed write left in `folder`."""
     for journal in sorted(folder.glob(f".*{JOURNAL}")):
         try:
             listed = json.loads(journal.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            listed = []  # unreadable: nothing can be finished safely; the temporaries go below
+            listed = []  # unreadable: nothing can be finished safely
         for name in listed if isinstance(listed, list) else []:
             partial = folder / f"{name}{PARTIAL}"
             if isinstance(name, str) and _is_plain_name(name) and partial.is_file():
                 os.replace(partial, folder / name)
         journal.unlink(missing_ok=True)
-    for name in names:
-        (folder / (name + PARTIAL)).unlink(missing_ok=True)
-    journal = _journal(folder, names)
-    journal.with_name(journal.name + PARTIAL).unlink(missing_ok=True)
 
 
 def _journal(folder: Path, names: tuple[str, ...]) -> Path:
