@@ -9,7 +9,6 @@ equals `reward_info.reward`; tool results answer calls that were made.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, FiniteFloat
