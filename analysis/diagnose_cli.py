@@ -1,8 +1,10 @@
 """`tracegym diagnose PATH... --out DIR`: find the capabilities an agent lacks, with evidence.
 
-PATHs are run files or folders (anything `tracegym ingest` reads) or a trajectories.jsonl that
-`tracegym ingest` wrote. Writes capabilities.json, report.md, coverage_delta.png, labels.jsonl and
-failure_sources.jsonl into DIR and prints the selection table.
+PATHs are run files or folders (anything `tracegym ingest` reads, including a trajectories.jsonl
+it wrote). Writes capabilities.json, report.md, coverage_delta.png, labels.jsonl and
+failure_sources.jsonl into DIR, replaced together (see tracegym.files), and prints the selection
+table. With --keep-going bad records are skipped and listed; inputs holding no trajectory leave
+DIR as it was (exit 1) unless --allow-empty.
 Without --judge-url the deterministic detectors label (N = K = 1); with it, the judge labels in
 --judge-runs runs and K defaults to 80% of them (the paper's 8 of 10).
 """
@@ -10,18 +12,19 @@ Without --judge-url the deterministic detectors label (N = K = 1); with it, the 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 
 from tracegym.analysis.diagnose import Diagnosis, attach_gold_patches, diagnose
 from tracegym.analysis.ingest import IngestError, ingest_paths
+from tracegym.analysis.ingest.outputs import empty_input, format_skipped
 from tracegym.analysis.judge import LLMJudge
 from tracegym.analysis.llm_client import OpenAIChatClient
 from tracegym.analysis.report import write_outputs
 from tracegym.analysis.selection import SelectionConfig
 from tracegym.errors import UserError
-from tracegym.schema import Trajectory, read_jsonl
+from tracegym.files import writing_into
+from tracegym.schema import Trajectory
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,6 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="run files/folders or an ingested trajectories.jsonl")
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     parser.add_argument("--keep-going", action="store_true", help="skip bad input records (listed) instead of stopping")
+    parser.add_argument("--allow-empty", action="store_true", help="write empty outputs when the inputs hold no trajectory (default: exit 1, outputs kept)")
     parser.add_argument("--judge-url", help="OpenAI-compatible API base, e.g. http://127.0.0.1:8000/v1 (key: OPENAI_API_KEY)")
     parser.add_argument("--judge-model", default="judge", help="model name sent to the judge endpoint")
     parser.add_argument("--judge-runs", type=int, default=10, help="independent judge labelling runs N (default 10)")
@@ -47,40 +51,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def load(paths: list[Path], keep_going: bool) -> list[Trajectory]:
-    """Trajectories from ingested JSONL files and from raw runs (through `ingest_paths`)."""
-    ingested = [p for p in paths if p.is_file() and p.suffix == ".jsonl" and _is_trajectory_jsonl(p)]
-    raw = [p for p in paths if p not in ingested]
-    trajectories: list[Trajectory] = []
-    for path in ingested:
-        try:
-            trajectories.extend(read_jsonl(path))
-        except ValueError as error:
-            raise UserError(str(error)) from None
-    if raw:
-        try:
-            trajectories.extend(ingest_paths(raw, keep_going=keep_going).trajectories)
-        except IngestError as error:
-            raise UserError(f"{error} (use --keep-going to skip it and diagnose the rest)") from None
-    return trajectories
-
-
-def _is_trajectory_jsonl(path: Path) -> bool:
-    with path.open(encoding="utf-8") as handle:
-        first = next((line for line in handle if line.strip()), "")
+    """Trajectories from raw runs and ingested trajectories.jsonl files alike (through `ingest_paths`);
+    with `keep_going` the skipped records are printed, one line each."""
     try:
-        record = json.loads(first)
-    except json.JSONDecodeError:
-        return False
-    return isinstance(record, dict) and {"id", "task_id", "source", "messages"} <= record.keys()
+        result = ingest_paths(paths, keep_going=keep_going)
+    except IngestError as error:
+        raise UserError(f"{error} (use --keep-going to skip it and diagnose the rest)") from None
+    for line in format_skipped(result):
+        print(line)
+    return result.trajectories
 
 
 def run(args: argparse.Namespace) -> int:
-    for path in args.paths:
-        if not path.exists():
-            raise UserError(f"{path}: no such file or folder")
     trajectories = load(args.paths, args.keep_going)
-    if not trajectories:
-        raise UserError(f"no trajectories found in {', '.join(map(str, args.paths))}")
+    if not trajectories and not args.allow_empty:
+        raise empty_input(args.paths, args.out)
     if args.gold_patches:
         try:
             attach_gold_patches(trajectories, args.gold_patches)
@@ -100,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
     params = SelectionConfig(rho=args.rho, delta=args.delta, k=k, n=n, bootstrap=args.bootstrap, seed=args.seed)
     diagnosis = diagnose(trajectories, args.paths, params, judge=judge, proposer=judge.client if args.propose else None,
                          count_all_failures=args.count_all_failures, progress=True)
-    path = write_outputs(diagnosis, args.out)
+    with writing_into(args.out):
+        path = write_outputs(diagnosis, args.out)
     print(summary(diagnosis))
     print(f"wrote {args.out / 'capabilities.json'} and {path}")
     return 0

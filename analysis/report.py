@@ -1,10 +1,12 @@
 """Writes a Diagnosis: capabilities.json (the CapabilityReport), labels.jsonl, failure_sources.jsonl,
 coverage_delta.png and report.md (tables, plot, per selected capability the failed tasks it
-explains with quoted evidence, benchmark problems and the failure-source split)."""
+explains with quoted evidence, benchmark problems and the failure-source split). The five files
+are replaced together (see tracegym.files)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import IO
 
 import matplotlib
 
@@ -12,10 +14,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from tracegym.analysis.diagnose import Diagnosis  # noqa: E402
-from tracegym.schema import CapabilityReport, CapabilityStats, write_jsonl  # noqa: E402
+from tracegym.files import replace_together  # noqa: E402
+from tracegym.schema import CapabilityReport, CapabilityStats, dump_jsonl  # noqa: E402
 
 EXPLAINED_SHOWN = 25  # failed tasks listed per selected capability in report.md
 PLOT = "coverage_delta.png"
+CAPABILITIES, LABELS, SOURCES, MARKDOWN = "capabilities.json", "labels.jsonl", "failure_sources.jsonl", "report.md"
 
 
 def _mean(values: list[float | None]) -> float | None:
@@ -27,7 +31,7 @@ def _fmt(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}"
 
 
-def plot_coverage_delta(report: CapabilityReport, path: Path) -> None:
+def plot_coverage_delta(report: CapabilityReport, path: Path | IO[bytes]) -> None:
     """Scatter of mean coverage against mean Δ, selected capabilities filled, thresholds dashed."""
     figure, axes = plt.subplots(figsize=(7, 5))
     for stats in report.capabilities:
@@ -45,7 +49,7 @@ def plot_coverage_delta(report: CapabilityReport, path: Path) -> None:
     axes.set_title("Capabilities: coverage vs contrast (filled = selected)")
     axes.grid(alpha=0.3)
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=120, format="png")
     plt.close(figure)
 
 
@@ -132,13 +136,16 @@ def render_markdown(diagnosis: Diagnosis) -> str:
 
 
 def write_outputs(diagnosis: Diagnosis, out_dir: Path) -> Path:
-    """Write every output file into `out_dir` (created); returns the path of report.md."""
+    """Replace every output file in `out_dir` (created) together; returns the path of report.md."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "capabilities.json").write_text(diagnosis.report.model_dump_json(indent=2), encoding="utf-8")
-    write_jsonl(diagnosis.labels, out_dir / "labels.jsonl")
-    write_jsonl(diagnosis.sources.values(), out_dir / "failure_sources.jsonl")
-    plot_coverage_delta(diagnosis.report, out_dir / PLOT)
-    path = out_dir / "report.md"
-    path.write_text(render_markdown(diagnosis), encoding="utf-8")
-    return path
+    with replace_together(out_dir, (CAPABILITIES, LABELS, SOURCES, PLOT, MARKDOWN)) as outputs:
+        outputs.write_text(CAPABILITIES, diagnosis.report.model_dump_json(indent=2))
+        with outputs.open(LABELS) as handle:
+            dump_jsonl(diagnosis.labels, handle)
+        with outputs.open(SOURCES) as handle:
+            dump_jsonl(diagnosis.sources.values(), handle)
+        with outputs.open(PLOT, binary=True) as handle:
+            plot_coverage_delta(diagnosis.report, handle)
+        outputs.write_text(MARKDOWN, render_markdown(diagnosis))
+    return out_dir / MARKDOWN

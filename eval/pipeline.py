@@ -19,7 +19,7 @@ from pathlib import Path
 from tracegym.adapters.checkpoint import find_checkpoint
 from tracegym.adapters.grpo import CHECKPOINT_DIR
 from tracegym.adapters.train import train_adapter
-from tracegym.analysis.cli import format_table
+from tracegym.analysis.ingest.outputs import format_table
 from tracegym.analysis.diagnose import diagnose
 from tracegym.analysis.examples import write_example_run
 from tracegym.analysis.ingest import ingest_paths

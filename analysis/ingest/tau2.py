@@ -15,9 +15,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, InstanceOf
+from pydantic import BaseModel, FiniteFloat, InstanceOf
 
-from tracegym.analysis.ingest_common import ROLES, Batch, RecordError, check_tool_results, construct, validate
+from tracegym.analysis.ingest.common import ROLES, Batch, InputFile, RecordError, check_tool_results, construct, preview, validate
 from tracegym.schema import Message, Source, ToolCall, Trajectory
 
 FORMAT = "tau2_results"
@@ -88,7 +88,7 @@ class _EnvCheck(BaseModel):
 
 
 class _RewardInfo(BaseModel):
-    reward: float | None = None
+    reward: FiniteFloat | None = None
     action_checks: list[_ActionCheck] | None = None
     nl_assertions: list[_NlCheck] | None = None
     communicate_checks: list[_CommunicateCheck] | None = None
@@ -104,8 +104,9 @@ class _Simulation(BaseModel):
     reward_info: _RewardInfo | None = None
 
 
-def sniff(document: Any) -> bool:
+def sniff(file: InputFile) -> bool:
     """A τ² Results file is an object with `simulations` and `tasks`."""
+    document = file.document()
     return isinstance(document, dict) and "simulations" in document and "tasks" in document
 
 
@@ -146,10 +147,11 @@ def _disagreements(recorded: dict[str, list], verdict: dict[str, list]) -> list[
     return [part for part, values in recorded.items() if values != verdict[part]]
 
 
-def read(path: Path, document: Any) -> Batch:
+def read(file: InputFile) -> Batch:
     """All simulations of one Results file; malformed records are listed in `Batch.skipped`."""
+    path = file.path
     batch = Batch(str(path), FORMAT)
-    results = validate(_Results, document, "")
+    results = validate(_Results, file.json(), "")
     tasks: dict[str, _Task] = {}
     raw_tasks: dict[str, dict[str, Any]] = {}
     task_paths: dict[str, str] = {}
@@ -217,16 +219,17 @@ def _messages(raw_messages: list[Any], where: str) -> list[Message]:
     for index, raw in enumerate(raw_messages):
         if raw.__class__ is not dict:
             raise _message_error(raw, f"{where}.messages[{index}]")
-        role, content, error, raw_calls = raw.get("role"), raw.get("content"), raw.get("error", False), raw.get("tool_calls")
-        if role not in ROLES or not (content is None or content.__class__ is str) or error.__class__ is not bool:
+        role, content, error, raw_calls = raw.get("role"), raw.get("content"), raw.get("error", False), raw.get("tool_calls") or []
+        call_id = raw.get("id") if role == "tool" else None
+        if (role not in ROLES or not (content is None or content.__class__ is str) or error.__class__ is not bool
+                or raw_calls.__class__ is not list or not (call_id is None or call_id.__class__ is str)):
             raise _message_error(raw, f"{where}.messages[{index}]")
         calls = []
-        for call in raw_calls or ():
+        for call in raw_calls:
             arguments = call.get("arguments", {}) if call.__class__ is dict else None
             if arguments.__class__ is not dict or call.get("name").__class__ is not str:
                 raise _message_error(raw, f"{where}.messages[{index}]")
             calls.append(construct(ToolCall, {"id": str(call.get("id") or ""), "name": call["name"], "arguments": arguments}))
-        call_id = raw.get("id") if role == "tool" else None
         messages.append(construct(Message, {"role": role, "content": content or "", "tool_calls": calls, "tool_call_id": call_id, "error": error}))
     return messages
 
@@ -236,14 +239,17 @@ def _message_error(raw: Any, at: str) -> RecordError:
     if not isinstance(raw, dict):
         return RecordError(at, f"a message should be an object (got {type(raw).__name__})")
     if raw.get("role") not in ROLES:
-        return RecordError(f"{at}.role", f"role should be one of {', '.join(ROLES)} (got {json.dumps(raw.get('role'))})")
+        return RecordError(f"{at}.role", f"role should be one of {', '.join(ROLES)} (got {preview(raw.get('role'))})")
     if not isinstance(raw.get("content"), (str, type(None))):
         return RecordError(f"{at}.content", f"content should be a string or null (got {type(raw['content']).__name__})")
     if not isinstance(raw.get("error", False), bool):
-        return RecordError(f"{at}.error", f"error should be true or false (got {json.dumps(raw['error'])})")
+        return RecordError(f"{at}.error", f"error should be true or false (got {preview(raw['error'])})")
     if not isinstance(raw.get("tool_calls") or [], list):
-        return RecordError(f"{at}.tool_calls", "tool_calls should be a list")
-    bad = next(i for i, c in enumerate(raw["tool_calls"]) if not (isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("arguments", {}), dict)))
+        return RecordError(f"{at}.tool_calls", f"tool_calls should be a list (got {preview(raw['tool_calls'])})")
+    if raw["role"] == "tool" and not isinstance(raw.get("id"), (str, type(None))):
+        return RecordError(f"{at}.id", f"a tool result's id should be a string (got {preview(raw['id'])})")
+    calls = raw.get("tool_calls") or []
+    bad = next((i for i, c in enumerate(calls) if not (isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("arguments", {}), dict))), 0)
     return RecordError(f"{at}.tool_calls[{bad}]", "a tool call should be {id, name: string, arguments: object}")
 
 

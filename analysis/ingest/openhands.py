@@ -11,12 +11,13 @@ summary (the summary is kept when they differ: it is what the benchmark reported
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
 from typing import Any
 
-from tracegym.analysis.ingest_common import Batch, IngestError, RecordError, load_json, openai_messages, read_text
-from tracegym.analysis.ingest_swebench import BENCHMARK, HarnessReport, harness_report, swe_trajectory
+from tracegym.analysis.ingest.common import Batch, IngestError, InputFile, RecordError, load_json, openai_messages, preview, read_text
+from tracegym.analysis.ingest.swebench import BENCHMARK, HarnessReport, harness_report, swe_trajectory
 from tracegym.schema import Source, Trajectory
 
 FORMAT = "openhands"
@@ -28,8 +29,12 @@ _DIFF_BLOCK = re.compile(r"Got git diff for instance [^\n]*:\n-{8}\n(.*?)-{8}\n"
 _TIMESTAMP = re.compile(r"-(\d+(?:\.\d+)?)\.json$")
 
 
-def sniff(document: Any) -> bool:
+def sniff(file: InputFile) -> bool:
     """A logged LLM completion: `messages`, `response` and `kwargs`."""
+    return _is_completion(file.document())
+
+
+def _is_completion(document: Any) -> bool:
     return isinstance(document, dict) and {"messages", "response", "kwargs"} <= document.keys()
 
 
@@ -80,8 +85,9 @@ def read_run(path: Path) -> Batch:
     return batch
 
 
-def read(path: Path, document: Any) -> Batch:
+def read(file: InputFile) -> Batch:
     """One completion file given on its own: its verdict comes from the output folder around it."""
+    path = file.path
     run = path.parent.parent.parent
     if not is_run_dir(run):
         raise IngestError(path, "", f"missing report file: no OpenHands output folder ({SUMMARY}) around this completion")
@@ -89,14 +95,17 @@ def read(path: Path, document: Any) -> Batch:
     if not summary_file.is_file():
         raise IngestError(path, "", f"missing report file {summary_file} (the harness verdicts of this run)")
     batch = Batch(str(path), FORMAT)
-    batch.trajectories.append(_read_instance(run, path.parent, read_summary(summary_file), _source_base(run), batch, path, document))
+    batch.trajectories.append(_read_instance(run, path.parent, read_summary(summary_file), _source_base(run), batch, path, file.json()))
     return batch
 
 
 def _source_base(run: Path) -> dict[str, str]:
     metadata_file = run / "metadata.json"
     metadata = load_json(metadata_file) if metadata_file.is_file() else {}
-    return {"agent": str(metadata.get("agent_class", "")), "model": str((metadata.get("llm_config") or {}).get("model", ""))}
+    if not isinstance(metadata, dict):
+        raise IngestError(metadata_file, "", f"run metadata should be a JSON object (got {preview(metadata)})")
+    llm = metadata.get("llm_config")
+    return {"agent": str(metadata.get("agent_class", "")), "model": str(llm.get("model", "")) if isinstance(llm, dict) else ""}
 
 
 def _read_instance(
@@ -109,12 +118,14 @@ def _read_instance(
         raise IngestError(folder, "", "no completion file (*.json) for this instance")
     if document is None:
         document = load_json(completion_file)
-    if not sniff(document):
+    if not _is_completion(document):
         raise IngestError(completion_file, "", "not an LLM completion record (needs messages, response, kwargs)")
     try:
         final = document["response"]["choices"][0]["message"]
     except (KeyError, IndexError, TypeError):
         raise IngestError(completion_file, "response.choices[0].message", "missing the final reply") from None
+    if not isinstance(document["messages"], list):
+        raise IngestError(completion_file, "messages", f"messages should be a list (got {preview(document['messages'])})")
     try:
         messages = openai_messages([*document["messages"], final], "messages")
     except RecordError as error:
@@ -142,8 +153,9 @@ def _eval_report(run: Path, instance_id: str) -> HarnessReport | None:
         return None
     try:
         raw = ast.literal_eval(match.group(1))
-    except (ValueError, SyntaxError) as error:
-        raise IngestError(log, "report", f"harness report is not a Python literal: {error}") from None
+        json.dumps(raw, ensure_ascii=False).encode("utf-8")  # JSON-like values and encodable text only
+    except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError) as error:
+        raise IngestError(log, "report", f"harness report is not a JSON-like Python literal: {error}") from None
     try:
         return harness_report(raw, instance_id, "report")
     except RecordError as error:

@@ -9,12 +9,11 @@ equals `reward_info.reward`; tool results answer calls that were made.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, FiniteFloat
 
-from tracegym.analysis.ingest_common import Batch, RecordError, check_tool_results, openai_messages, validate
+from tracegym.analysis.ingest.common import Batch, InputFile, RecordError, check_tool_results, openai_messages, validate
 from tracegym.schema import Source, Trajectory
 
 FORMAT = "tau_v1"
@@ -42,13 +41,14 @@ class _Info(BaseModel):
 class _Record(BaseModel):
     task_id: int | str
     trial: int = 0
-    reward: float | None = None
+    reward: FiniteFloat | None = None
     info: _Info
     traj: list[Any]
 
 
-def sniff(document: Any) -> bool:
+def sniff(file: InputFile) -> bool:
     """A non-empty list whose first item has `traj` and `info`."""
+    document = file.document()
     return isinstance(document, list) and bool(document) and isinstance(document[0], dict) and {"traj", "info"} <= document[0].keys()
 
 
@@ -64,8 +64,11 @@ def _action_key(name: str, arguments: dict[str, Any]) -> str:
     return json.dumps([name, arguments], sort_keys=True)
 
 
-def read(path: Path, document: Any) -> Batch:
+def read(file: InputFile) -> Batch:
     """All records of one v1 file; malformed records are listed in `Batch.skipped`."""
+    path, document = file.path, file.json()
+    if not isinstance(document, list):
+        raise RecordError("", f"a τ v1 file is a list of records (got a JSON {type(document).__name__})")
     batch = Batch(str(path), FORMAT)
     first_seen: dict[str, tuple[str, str]] = {}
     for index, raw in enumerate(document):

@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tracegym.analysis.ingest_common import Batch, IngestError, RecordError, load_json, openai_messages, validate
-from tracegym.analysis.ingest_swebench import BENCHMARK, harness_report, swe_trajectory
+from tracegym.analysis.ingest.common import Batch, IngestError, InputFile, RecordError, load_json, openai_messages, validate
+from tracegym.analysis.ingest.swebench import BENCHMARK, harness_report, swe_trajectory
 from tracegym.schema import Source, Trajectory
 
 FORMAT = "mini_swe_agent"
@@ -33,8 +33,9 @@ class _Traj(BaseModel):
     messages: list[Any]
 
 
-def sniff(document: Any) -> bool:
+def sniff(file: InputFile) -> bool:
     """A mini-swe-agent trajectory declares `trajectory_format: mini-swe-agent-*`."""
+    document = file.document()
     return isinstance(document, dict) and str(document.get("trajectory_format", "")).startswith("mini-swe-agent")
 
 
@@ -54,10 +55,11 @@ def read_run(path: Path) -> Batch:
     return batch
 
 
-def read(path: Path, document: Any) -> Batch:
+def read(file: InputFile) -> Batch:
     """One `.traj.json` file given on its own."""
+    path = file.path
     batch = Batch(str(path), FORMAT)
-    batch.trajectories.append(_read_one(path, document, path.parent.parent.parent, batch))
+    batch.trajectories.append(_read_one(path, file.json(), path.parent.parent.parent, batch))
     return batch
 
 
@@ -81,7 +83,7 @@ def _read_one(traj_file: Path, document: Any, run_dir: Path, batch: Batch) -> Tr
     source = Source.model_construct(
         benchmark=BENCHMARK, format=FORMAT, file=str(traj_file),
         agent=f"mini-swe-agent {traj.info.mini_version}".strip(),
-        model=str((config.get("model") or {}).get("model_name", "")),
+        model=str(model.get("model_name", "")) if isinstance(model := config.get("model"), dict) else "",
     )
     return swe_trajectory(
         run_dir.name, instance_id, source, messages, report.resolved, traj.info.submission or "", report, traj.info.exit_status

@@ -1,17 +1,18 @@
 """OpenAI-style chat JSONL: one `{"id"?, "task_id"?, "messages": [...], "reward": float, "success"?,
 "diagnostics"?}` object per line. `success` defaults to reward == 1.0. Record paths are
-`line N` (1-based) so that a user can open the file at the bad line.
+`line N` (1-based) so that a user can open the file at the bad line. A file holding one JSON
+document (one record, possibly over several lines) is that one record, `line 1`.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-from pydantic import BaseModel
+from pydantic import BaseModel, FiniteFloat
 
-from tracegym.analysis.ingest_common import Batch, RecordError, check_tool_results, openai_messages, validate
+from tracegym.analysis.ingest.common import (
+    Batch, InputFile, JsonProblem, RecordError, check_tool_results, decode_json, jsonl_lines, openai_messages, validate,
+)
 from tracegym.schema import Source, Trajectory
 
 FORMAT = "chat_jsonl"
@@ -22,47 +23,30 @@ class _Line(BaseModel):
     task_id: str | int | None = None
     trial: int = 0
     messages: list[Any]
-    reward: float | None
+    reward: FiniteFloat | None
     success: bool | None = None
     diagnostics: dict[str, Any] = {}
     metadata: dict[str, Any] = {}
 
 
-def sniff_text(text: str) -> bool:
-    """Two or more lines, the first on its own a JSON object with `messages` (a JSON document is not).
-    A one-line file is a JSON document and is sniffed after parsing (see `sniff`)."""
-    first, _, rest = text.lstrip().partition("\n")
-    if not rest.strip() or not first.startswith("{"):
-        return False
-    try:
-        record = json.loads(first)
-    except json.JSONDecodeError:
-        return False
-    return isinstance(record, dict) and "messages" in record
+def sniff(file: InputFile) -> bool:
+    """One JSON object with `messages` and `reward`, or lines whose first is an object with `messages`."""
+    document = file.document()
+    if document is not None:
+        return isinstance(document, dict) and "messages" in document and "reward" in document
+    first = file.first_line()
+    return isinstance(first, dict) and "messages" in first
 
 
-def sniff(document: Any) -> bool:
-    """A one-line chat JSONL file: one object with `messages` and `reward`."""
-    return isinstance(document, dict) and "messages" in document and "reward" in document
-
-
-def read(path: Path, document: Any) -> Batch:
-    """A one-line chat JSONL file, already parsed."""
-    return read_text_lines(path, json.dumps(document))
-
-
-def read_text_lines(path: Path, text: str) -> Batch:
-    """Every line of a chat JSONL file; malformed lines are listed in `Batch.skipped`."""
+def read(file: InputFile) -> Batch:
+    """Every record of a chat JSONL file; malformed lines are listed in `Batch.skipped`."""
+    path = file.path
     batch = Batch(str(path), FORMAT)
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
+    for number, raw in _records(file):
         where = f"line {number}"
         try:
-            try:
-                raw = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise RecordError(where, f"invalid JSON at column {error.colno}: {error.msg}") from None
+            if isinstance(raw, JsonProblem):
+                raise raw.in_record(where)
             record = validate(_Line, raw, where)
             messages = openai_messages(record.messages, f"{where}.messages")
         except RecordError as error:
@@ -80,3 +64,16 @@ def read_text_lines(path: Path, text: str) -> Batch:
             )
         )
     return batch
+
+
+def _records(file: InputFile) -> Iterator[tuple[int, Any]]:
+    """(line number, decoded record or the JsonProblem of its line)."""
+    document = file.document()
+    if document is not None:
+        yield 1, document
+        return
+    for number, line in jsonl_lines(file.text):
+        try:
+            yield number, decode_json(line)
+        except JsonProblem as problem:
+            yield number, problem

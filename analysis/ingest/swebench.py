@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tracegym.analysis.ingest_common import validate
+from tracegym.analysis.ingest.common import validate
 from tracegym.schema import Message, Source, Trajectory
 
 BENCHMARK = "swe-bench"
