@@ -46,7 +46,7 @@ def test_oracle_earns_one_and_wrong_answers_less(family: str) -> None:
     env = make_env(family)
     for seed in seeds_for(family):
         _, result = play(env, seed, env.oracle(seed))
-        assert result.done and result.reward == 1.0, (family, seed, result)
+        assert result.terminated and not result.truncated and result.reward == 1.0, (family, seed, result)
         wrong = env.wrong_trajectories(seed)
         assert wrong, (family, seed)
         for actions in wrong:
@@ -140,9 +140,9 @@ def test_random_play_rewards_stay_in_unit_interval(family: str) -> None:
             if family == "code_repair" and "run_tests" in action:
                 action = render_tool_call("list_files", {})
             result = env.step(action)
-            if result.done:
+            if result.ended:
                 break
-        assert result.done and 0.0 <= result.reward <= 1.0, (family, result)
+        assert result.ended and 0.0 <= result.reward <= 1.0, (family, result)
         rewards.append(result.reward)
     assert max(rewards) < 1.0 or family in ("precondition_verification",), "random play should rarely solve an episode"
 
@@ -175,13 +175,13 @@ def test_malformed_actions_become_error_observations(family: str) -> None:
     for action in _malformed(env):
         env.reset(1)
         result = env.step(action)
-        assert not result.done, action
+        assert not result.ended, action
         assert "error" in result.observation, (action, result.observation)
         assert result.info["errors"] >= 1
     env.reset(2)
     for _ in range(env.max_turns):
         result = env.step("<tool_call>{broken</tool_call>")
-    assert result.done and result.info["truncated"] and 0.0 <= result.reward < 1.0
+    assert result.truncated and not result.terminated and 0.0 <= result.reward < 1.0
 
 
 def test_step_before_reset_is_a_programming_error() -> None:

@@ -10,8 +10,8 @@ import pytest
 
 from tracegym.generation import Completion, GenerationBackend, HFBackend, SamplingConfig, render_chat
 from tracegym.rollout import ChatSegments, Episode, run_episodes, turn_token_budget
-from tracegym.schema import ToolCall
 from tracegym.synth_envs.base import Environment, ToolError
+from tracegym.synth_envs.tools import tool
 from tracegym.toolcalls import render_tool_call
 
 
@@ -30,37 +30,33 @@ class KeyChainEnv(Environment):
     description = "follow a chain of lookups"
     Config = ChainConfig
     max_turns = 6
+    instructions = "Answer with the value the chain of keys leads to."
 
-    @property
-    def tools(self) -> list[dict[str, Any]]:
-        schema = {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}
-        return [{"name": "lookup", "description": "value stored under a key", "parameters": schema}]
-
-    @property
-    def instructions(self) -> str:
-        return "Answer with the value the chain of keys leads to."
-
-    def _generate(self, seed: int) -> str:
+    def _generate(self, seed: int) -> tuple[str, ...]:
         rng = random.Random(seed)
-        self.chain = [f"k{rng.randrange(1000)}" for _ in range(self.config.hops)] + [f"v{rng.randrange(1000)}"]
-        return f"Start at key {self.chain[0]}."
+        keys = [f"k{rng.randrange(1000)}" for _ in range(self.config.hops)]
+        return (*keys, f"v{rng.randrange(1000)}")
 
-    def _call(self, call: ToolCall) -> Any:
-        key = call.arguments["key"]
-        if key not in self.chain[:-1]:
+    def _task(self) -> str:
+        return f"Start at key {self.world[0]}."
+
+    @tool
+    def lookup(self, key: str) -> dict[str, str]:
+        """value stored under a key"""
+        if key not in self.world[:-1]:
             raise ToolError(f"no key {key}")
-        return {"value": self.chain[self.chain.index(key) + 1]}
+        return {"value": self.world[self.world.index(key) + 1]}
 
     def _score(self, final_answer: str) -> tuple[float, dict[str, Any]]:
-        right = final_answer.strip() == self.chain[-1]
-        followed = {c.arguments["key"] for c in self.calls} >= set(self.chain[:-1])
+        right = final_answer.strip() == self.world[-1]
+        followed = {c.arguments["key"] for c in self.calls} >= set(self.world[:-1])
         return 0.5 * right + 0.5 * followed, {"right": right, "followed": followed}
 
     def _oracle(self) -> list[str]:
-        return [render_tool_call("lookup", {"key": k}) for k in self.chain[:-1]] + [self.chain[-1]]
+        return [render_tool_call("lookup", {"key": k}) for k in self.world[:-1]] + [self.world[-1]]
 
     def _wrong(self) -> list[list[str]]:
-        return [self._oracle()[:-1] + ["v-1"], [self.chain[-1]]]
+        return [self._oracle()[:-1] + ["v-1"], [self.world[-1]]]
 
     def _hint(self) -> str:
         return "Look up each key in turn."
