@@ -12,8 +12,9 @@ implements:
 - `_score(final_answer)`: reward in [0, 1] and its breakdown, from world, state and `self.calls`;
 - `_oracle()`: assistant turns that earn 1.0 on the fresh episode;
 - optionally `_reject()` (why a world is unusable: it is regenerated from the next derived seed,
-  deterministically), `_wrong()` (plausible wrong trajectories the verifier must score below 1)
-  and `_hint()`.
+  deterministically), `_wrong()` (plausible wrong trajectories the verifier must score below 1),
+  `_hint()`, and `_tool_names()` (the tools the knobs need, when some tools serve only some
+  settings: the prompt lists only those, and the others are unknown tools).
 
 The base class owns the episode loop and every memo: worlds (`Environment.worlds`, keyed by
 family, knobs and generator seed) and system prompts (`Environment.prompts`, keyed by family and
@@ -127,6 +128,10 @@ class Environment(environment.Environment, ABC):
     def _hint(self) -> str:
         return ""
 
+    def _tool_names(self) -> tuple[str, ...]:
+        """The tools episodes at these knobs need (default: all of the family's)."""
+        return tuple(self.tool_specs)
+
     # -- knobs, tools, prompt ------------------------------------------------------------------
 
     def knobs(self) -> dict[str, Any]:
@@ -137,10 +142,19 @@ class Environment(environment.Environment, ABC):
         """(family class, knob name/value pairs): with a seed, it determines the episode."""
         return type(self), tuple(asdict(self.config).items())
 
+    @functools.cached_property
+    def offered(self) -> dict[str, Tool]:
+        """The tools this environment offers at its knobs, by name (family definition order)."""
+        names = set(self._tool_names())
+        unknown = names - set(self.tool_specs)
+        if unknown:
+            raise ValueError(f"{self.name}: _tool_names lists tools the family lacks: {', '.join(sorted(unknown))}")
+        return {name: spec for name, spec in self.tool_specs.items() if name in names}
+
     @property
     def tools(self) -> list[dict[str, Any]]:
-        """The tools' JSON schemas (OpenAI function format: name, description, parameters)."""
-        return [spec.schema for spec in self.tool_specs.values()]
+        """The offered tools' JSON schemas (OpenAI function format: name, description, parameters)."""
+        return [spec.schema for spec in self.offered.values()]
 
     @property
     def system_prompt(self) -> str:
@@ -188,7 +202,7 @@ class Environment(environment.Environment, ABC):
         return StepResult(observation, 0.0, False, False, {"errors": self.errors, "turns": self.turns})
 
     def _answer(self, call: ToolCall) -> str:
-        spec = self.tool_specs.get(call.name)
+        spec = self.offered.get(call.name)
         if spec is None:
             self.errors += 1
             return f"error: unknown tool '{call.name}'"

@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Iterable
 
 from tracegym.schema import Capability
@@ -104,6 +104,18 @@ def make_env(family: str, **knobs: Any) -> Environment:
     """A fresh environment of `family` with difficulty `knobs` (others at their defaults)."""
     cls = get_family(family)
     return cls(cls.Config(**knobs))
+
+
+def knob_settings(family: str) -> list[dict[str, Any]]:
+    """A family's default knobs, then every rung of its ladder that differs from them (full knob dicts)."""
+    cls = get_family(family)
+    default = asdict(cls.Config())
+    settings = [default]
+    for rung in cls.ladder:
+        knobs = {**default, **rung}
+        if knobs not in settings:
+            settings.append(knobs)
+    return settings
 
 
 @dataclass(frozen=True)

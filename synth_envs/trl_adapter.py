@@ -93,7 +93,7 @@ def trl_environment_class(family: str, **knobs: Any) -> type[TRLEnvironment]:
     """A TRL environment class for `family` at `knobs`; pass the class itself as `environment_factory`."""
     cls = get_family(family)
     methods: dict[str, Any] = {"family": cls.name, "knobs": dict(knobs)}
-    for tool in cls.tool_specs.values():
+    for tool in cls(cls.Config(**knobs)).offered.values():
         if tool.name in RESERVED:
             raise ValueError(f"{family}: tool name '{tool.name}' collides with the TRL adapter's own methods")
         methods[tool.name] = _tool_method(tool)

@@ -21,12 +21,11 @@ import argparse
 import hashlib
 import json
 import random
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from tracegym.synth_envs.base import play
-from tracegym.synth_envs.registry import families, make_env
+from tracegym.synth_envs.registry import families, knob_settings, make_env
 
 FIXTURE = Path(__file__).parent / "fixtures" / "golden_envs.json"
 SEEDS = {"causal_diagnosis": 12, "code_repair": 8}
@@ -36,18 +35,6 @@ RANDOM_EPISODES = 4
 
 def seeds(family: str) -> range:
     return range(SEEDS.get(family, DEFAULT_SEEDS))
-
-
-def settings(family: str) -> list[dict[str, Any]]:
-    """Default knobs, then every ladder rung that differs from them (full knob dicts)."""
-    cls = families()[family]
-    default = asdict(cls.Config())
-    out = [default]
-    for rung in cls.ladder:
-        knobs = {**default, **rung}
-        if knobs not in out:
-            out.append(knobs)
-    return out
 
 
 def digest(texts: str | list[str]) -> str:
@@ -107,7 +94,7 @@ def record() -> dict[str, Any]:
     for family in families():
         out[family] = {
             "settings": [{"knobs": knobs, "episodes": [episode_record(family, knobs, s) for s in seeds(family)]}
-                         for knobs in settings(family)],
+                         for knobs in knob_settings(family)],
             "scripted": [replay_record(family, seed, actions) for seed, actions in _scripted_actions(family)],
         }
     return out
@@ -115,7 +102,7 @@ def record() -> dict[str, Any]:
 
 def prompts() -> dict[str, str]:
     return {f"{family} {json.dumps(knobs)}": make_env(family, **knobs).system_prompt
-            for family in families() for knobs in settings(family)}
+            for family in families() for knobs in knob_settings(family)}
 
 
 def main() -> None:

@@ -6,7 +6,8 @@ require `wait(seconds)` of at least the stated time before the retry, an expired
 needs `refresh_session()`, and merged packages whose error names the new id to query. Final
 answer: a JSON object {package_id: status} over the ids the user gave. Reward: 0.8 × the share of
 packages reported right + 0.2 when all are right. Knobs: packages, failure probability, failures
-per transient error (1-3), error kinds enabled (1-4).
+per transient error (1-3), error kinds enabled (1-4); `wait` and `refresh_session` are offered
+only when rate limits and expired sessions are enabled.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from tracegym.synth_envs.tools import tool
 
 STATUSES = ["in_transit", "out_for_delivery", "delivered", "held_at_customs", "returned_to_sender"]
 KINDS = ("transient", "rate_limit", "session", "merged")
+RECOVERY_TOOLS = {"rate_limit": "wait", "session": "refresh_session"}  # error kind -> the tool that clears it
 
 
 @dataclass
@@ -33,6 +35,11 @@ class Config:
     failure_rate: float = 0.6
     max_failures: int = 2
     n_error_kinds: int = 4
+
+
+def _kinds(n_error_kinds: int) -> tuple[str, ...]:
+    """The error kinds enabled at these knobs (the first 1-4 of KINDS)."""
+    return KINDS[: min(max(n_error_kinds, 1), len(KINDS))]
 
 
 @dataclass(frozen=True)
@@ -72,7 +79,7 @@ class ErrorRecovery(Environment):
         cfg, rng = self.config, random.Random(seed)
         ids = [f"PKG-{n}" for n in rng.sample(range(1000, 9999), 2 * max(cfg.n_packages, 1))]
         packages, spare = ids[: max(cfg.n_packages, 1)], ids[max(cfg.n_packages, 1):]
-        kinds = KINDS[: min(max(cfg.n_error_kinds, 1), len(KINDS))]
+        kinds = _kinds(cfg.n_error_kinds)
         status, fault, merged = {}, {}, {}
         for package in packages:
             if rng.random() < cfg.failure_rate:
@@ -82,6 +89,11 @@ class ErrorRecovery(Environment):
                     merged[package] = spare.pop()
             status[merged.get(package, package)] = rng.choice(STATUSES)
         return _World(tuple(packages), status, fault, merged)
+
+    def _tool_names(self) -> tuple[str, ...]:
+        """track_package, and the recovery tools of the error kinds these knobs enable."""
+        kinds = _kinds(self.config.n_error_kinds)
+        return ("track_package", *(tool_name for kind, tool_name in RECOVERY_TOOLS.items() if kind in kinds))
 
     def _task(self) -> str:
         return f"What is the status of my packages {', '.join(self.world.packages)}?"

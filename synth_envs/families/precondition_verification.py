@@ -8,7 +8,8 @@ permitted request: 0.5 the right write (and no other) + 0.25 every needed record
 the first write + 0.25 answer "DONE"; for a forbidden one: 0.5 no write + 0.25 the record that
 shows the broken rule was checked + 0.25 answer "REFUSED: R<k>" (0.1 for a refusal naming the
 wrong rule). Writing without checking loses the check credit. Knobs: orders of the customer,
-share of forbidden requests, conditions per request (1-3).
+share of forbidden requests, conditions per request (1-3). The prompt states only the rules and
+offers only the tools of the requests the knobs allow (at 1 condition: R1, get_order, cancel_order).
 """
 
 from __future__ import annotations
@@ -30,12 +31,12 @@ REQUESTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "refund": ("refund_order", ("R2", "R3", "R4")),
 }
 RULE_RECORD = {"R1": "order", "R2": "order", "R3": "user", "R4": "order"}  # the record each rule reads
-POLICY = (
-    "R1: only orders with status 'pending' can be cancelled or have their address changed.\n"
-    "R2: only orders with status 'delivered' can be refunded.\n"
-    "R3: address changes and refunds require a verified account.\n"
-    "R4: refunds are allowed only within 30 days of delivery."
-)
+POLICY = {
+    "R1": "only orders with status 'pending' can be cancelled or have their address changed.",
+    "R2": "only orders with status 'delivered' can be refunded.",
+    "R3": "address changes and refunds require a verified account.",
+    "R4": "refunds are allowed only within 30 days of delivery.",
+}
 STREETS = ("Elm St", "Harbour Rd", "Mill Lane", "Cedar Ave", "King St", "Bay Rd")
 WRITES = ("cancel_order", "update_address", "refund_order")
 
@@ -47,6 +48,16 @@ class Config:
     n_orders: int = 4
     forbidden_share: float = 0.5
     max_conditions: int = 3
+
+
+def _requests(max_conditions: int) -> list[str]:
+    """The requests governed by at most `max_conditions` rules (at least the one-rule request)."""
+    return [r for r, (_, rules) in REQUESTS.items() if len(rules) <= max(max_conditions, 1)]
+
+
+def _rules(max_conditions: int) -> list[str]:
+    """The rules that govern some request at these knobs, in policy order."""
+    return sorted({rule for request in _requests(max_conditions) for rule in REQUESTS[request][1]})
 
 
 @dataclass(frozen=True)
@@ -76,18 +87,12 @@ class PreconditionVerification(Environment):
     Config = Config
     ladder = ({"max_conditions": 1, "n_orders": 1}, {"max_conditions": 2, "n_orders": 2}, {"max_conditions": 3, "n_orders": 4}, {"max_conditions": 3, "n_orders": 8})
     max_turns = 8
-    instructions = (
-        "You are a customer-service agent. Follow this policy strictly:\n" + POLICY + "\n"
-        "Check the records a rule depends on before any change. When finished, answer 'DONE' if "
-        "you carried out the request, or 'REFUSED: <rule id>' naming the rule that forbids it."
-    )
     world: _World
     state: _State
 
     def _generate(self, seed: int) -> _World:
         cfg, rng = self.config, random.Random(seed)
-        allowed_requests = [r for r, (_, rules) in REQUESTS.items() if len(rules) <= max(cfg.max_conditions, 1)]
-        request = rng.choice(allowed_requests)
+        request = rng.choice(_requests(cfg.max_conditions))
         rules = REQUESTS[request][1]
         broken = rng.choice(rules) if rng.random() < cfg.forbidden_share else None
         user = {"user_id": f"U-{rng.randrange(1000, 9999)}", "name": person_name(rng), "verified": broken != "R3"}
@@ -110,6 +115,22 @@ class PreconditionVerification(Environment):
             target["days_since_delivery"] = rng.randrange(31, 120)
         address = f"{rng.randrange(1, 99)} {rng.choice(STREETS)}"
         return _World(user, orders, request, order_id, address, broken)
+
+    @property
+    def instructions(self) -> str:
+        """The policy, with only the rules that govern some request at these knobs."""
+        policy = "\n".join(f"{rule}: {POLICY[rule]}" for rule in _rules(self.config.max_conditions))
+        return (
+            "You are a customer-service agent. Follow this policy strictly:\n" + policy + "\n"
+            "Check the records a rule depends on before any change. When finished, answer 'DONE' if "
+            "you carried out the request, or 'REFUSED: <rule id>' naming the rule that forbids it."
+        )
+
+    def _tool_names(self) -> tuple[str, ...]:
+        """get_order, get_user where R3 applies, and the write tool of each possible request."""
+        cfg = self.config
+        reads = ("get_order", "get_user") if "R3" in _rules(cfg.max_conditions) else ("get_order",)
+        return reads + tuple(REQUESTS[request][0] for request in _requests(cfg.max_conditions))
 
     def _task(self) -> str:
         w = self.world
