@@ -28,9 +28,13 @@ class BoundedCache(Generic[Value]):
         An exception from `make` propagates and nothing is kept.
         """
         entries = self._entries
-        if key in entries:
+        try:
+            value = entries[key]
+        except KeyError:
+            pass
+        else:
             entries.move_to_end(key)
-            return entries[key]
+            return value
         value = entries[key] = make(*args)
         if len(entries) > self.size:
             entries.popitem(last=False)

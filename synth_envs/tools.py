@@ -61,22 +61,21 @@ class Parameter:
 
 @dataclass(frozen=True)
 class Tool:
-    """A typed tool: name, description, parameters (signature order), the method, the JSON schema."""
+    """A typed tool: name, description, parameters by name (signature order), the method, the JSON schema."""
 
     name: str
     description: str
-    parameters: tuple[Parameter, ...]
+    parameters: dict[str, Parameter]
     function: Callable[..., Any]
     schema: dict[str, Any]
 
     def check(self, arguments: dict[str, Any]) -> str | None:
         """Why `arguments` do not fit the signature (first problem found), or None when they do."""
-        for parameter in self.parameters:
+        for parameter in self.parameters.values():
             if parameter.required and parameter.name not in arguments:
                 return f"missing required argument '{parameter.name}'"
-        by_name = {p.name: p for p in self.parameters}
         for name, value in arguments.items():
-            parameter = by_name.get(name)
+            parameter = self.parameters.get(name)
             if parameter is None:
                 return f"unknown argument '{name}'"
             problem = parameter.problem(value)
@@ -132,7 +131,7 @@ def make_tool(function: Callable[..., Any]) -> Tool:
     if required:
         body["required"] = required
     schema = {"name": function.__name__, "description": description, "parameters": body}
-    return Tool(function.__name__, description, tuple(parameters), function, schema)
+    return Tool(function.__name__, description, {p.name: p for p in parameters}, function, schema)
 
 
 def json_type(annotation: Any, where: str) -> tuple[dict[str, Any], tuple[type, ...], tuple[Any, ...] | None]:

@@ -39,7 +39,7 @@ def _tool_method(tool: Tool) -> Callable[..., str]:
     method.__name__ = method.__qualname__ = name
     method.__signature__ = inspect.signature(tool.function).replace(return_annotation=str)  # type: ignore[attr-defined]
     method.__annotations__ = {**typing.get_type_hints(tool.function), "return": str}
-    described = [f"    {p.name}: {p.schema.get('description', 'the ' + p.name.replace('_', ' '))}" for p in tool.parameters]
+    described = [f"    {p.name}: {p.schema.get('description', 'the ' + p.name.replace('_', ' '))}" for p in tool.parameters.values()]
     method.__doc__ = tool.description + ("\n\nArgs:\n" + "\n".join(described) if described else "")
     return method
 
