@@ -3,7 +3,9 @@
 Names are snake_case and general (papers/TRACE.md §1: a domain rule such as
 "flight_rebooking_procedure" is not a capability). `benchmarks` says which benchmark families a
 capability's deterministic detector covers ("tau" for τ/τ²-bench, "swe" for SWE-bench); the LLM
-judge may label any of them on any benchmark.
+judge may label any of them on any benchmark. A capability with no benchmark listed has no
+detector yet (`catalogue_for` leaves it out); it is in the catalogue because it is a general agent
+capability that an environment family trains (tracegym.synth_envs.registry.CAPABILITY_TABLE).
 """
 
 from __future__ import annotations
@@ -99,6 +101,23 @@ CATALOGUE: tuple[Capability, ...] = (
             "rather than working around the bug elsewhere. Needs the gold patch to judge."
         ),
         benchmarks=["swe"],
+    ),
+    Capability(
+        name="error_recovery",
+        description=(
+            "Recovering when a tool call fails: retrying transient errors, doing what the error "
+            "message asks (wait, re-authenticate, use the identifier it names) and carrying on with "
+            "the task. Lacking when the agent gives up, repeats the failing call unchanged, or reports "
+            "results it never obtained."
+        ),
+    ),
+    Capability(
+        name="causal_diagnosis",
+        description=(
+            "Finding why a metric changed by exploring the data: comparing time windows and "
+            "segments, ruling out confounders, and attributing the change to the right cause and the "
+            "right slice. Lacking when the agent names a cause the data does not support."
+        ),
     ),
 )
 

@@ -24,7 +24,8 @@ from typing import Any, Callable, ClassVar, Protocol, Sequence
 
 from tracegym.config import RolloutConfig, option
 
-from tracegym.synth_envs.base import Environment, StepResult
+from tracegym.environment import StepResult
+from tracegym.synth_envs.base import Environment
 from tracegym.synth_envs.registry import get_family, make_env
 
 logger = logging.getLogger(__name__)
@@ -147,10 +148,10 @@ def policy_measure(policy: Policy) -> Measure:
             group = []
             for rollout in range(rollouts):
                 observation = env.reset(seed)
-                result = StepResult(observation, 0.0, False)
+                result = StepResult(observation, 0.0, False, False)
                 for turn in range(env.max_turns + 1):
                     result = env.step(policy.act(env, seed, rollout, turn, result.observation))
-                    if result.done:
+                    if result.ended:
                         break
                 group.append(result.reward)
             groups.append(group)

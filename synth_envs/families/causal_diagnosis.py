@@ -17,18 +17,18 @@ Knobs: effect size, confounders, daily volume, window length.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Hashable
 
 import numpy as np
 
-from tracegym.schema import ToolCall
 from tracegym.synth_envs.base import Environment, ToolError
+from tracegym.synth_envs.cache import BoundedCache
 from tracegym.synth_envs.common import call, json_object
 from tracegym.synth_envs.registry import register
+from tracegym.synth_envs.tools import tool
 
 DIMENSIONS: dict[str, tuple[str, ...]] = {
     "placement": ("feed", "search", "video"),
@@ -320,18 +320,6 @@ def _strength_problem(tables: dict[str, dict[str, np.ndarray]], window: int, cau
     return None
 
 
-@functools.lru_cache(maxsize=256)
-def _world(seed: int, effect_size: float, n_confounders: int, daily_impressions: int, window_days: int) -> _World:
-    cfg = Config(effect_size, n_confounders, daily_impressions, window_days)
-    tables, cause, slice_, onset = _simulate(np.random.default_rng(seed), cfg)
-    threshold = np.log1p(effect_size) / 2
-    problem = _strength_problem(tables, window_days, cause, slice_)
-    found = _diagnose(tables, window_days, threshold)
-    if problem is None and (found[0] != cause or set(found[1]) != set(slice_)):
-        problem = f"not distinguishable: visible data point to {found[0]} {dict(found[1])}"
-    return _World(tables, cause, slice_, onset, problem)
-
-
 class _Databases:
     """One process-wide in-memory DuckDB; each episode's tables are Arrow views on its own cursor.
 
@@ -346,9 +334,10 @@ class _Databases:
     def __init__(self, keep: int = 8) -> None:
         self.keep = keep
         self.connection: Any = None
-        self.cursors: dict[tuple, Any] = {}
+        self.cursors: dict[Hashable, Any] = {}
 
-    def cursor(self, seed: int, knobs: tuple) -> Any:
+    def cursor(self, key: Hashable, tables: dict[str, dict[str, np.ndarray]]) -> Any:
+        """The cursor with the episode `key`'s tables registered (registered now if new)."""
         import duckdb
         import pyarrow as pa
 
@@ -356,10 +345,9 @@ class _Databases:
             self.connection = duckdb.connect(":memory:", config={"threads": 1})
             self.connection.execute("SET enable_external_access = false")
             self.connection.execute("SET lock_configuration = true")
-        key = (seed, knobs)
         if key not in self.cursors:
             cursor = self.connection.cursor()
-            for table, columns in _world(seed, *knobs).tables.items():
+            for table, columns in tables.items():
                 cursor.register(table, pa.table(columns))
             self.cursors[key] = cursor
             while len(self.cursors) > self.keep:
@@ -367,15 +355,10 @@ class _Databases:
         return self.cursors[key]
 
 
-_DATABASES = _Databases()
-
-
-@functools.lru_cache(maxsize=1024)
-def _run_sql(seed: int, knobs: tuple, query: str) -> str:
+def _run_sql(cursor: Any, query: str) -> str:
     """Run one read-only query; the text result (CSV-like), cut at SQL_LIMIT characters."""
     import duckdb
 
-    cursor = _DATABASES.cursor(seed, knobs)
     try:
         statements = cursor.extract_statements(query)
     except duckdb.Error as error:
@@ -421,7 +404,7 @@ def _answer(cause: str, slice_: Slice) -> str:
     return json.dumps({"cause": cause, "slice": dict(slice_)})
 
 
-@register(aliases=("root_cause_analysis", "causal_reasoning", "metric_diagnosis", "data_investigation"))
+@register
 class CausalDiagnosis(Environment):
     name = "causal_diagnosis"
     capability = "causal_diagnosis"
@@ -433,10 +416,10 @@ class CausalDiagnosis(Environment):
     Config = Config
     ladder = ({"effect_size": 0.8, "n_confounders": 0}, {"effect_size": 0.6, "n_confounders": 1}, {"effect_size": 0.4, "n_confounders": 2}, {"effect_size": 0.3, "n_confounders": 3})
     max_turns = 12
-    tools = [
-        {"name": "sql", "description": "Run one read-only DuckDB SELECT over the campaign tables; returns CSV text (max 8,000 chars).",
-         "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}},
-    ]
+    # one in-memory DuckDB for the process; results of (episode, query), which are deterministic
+    databases: ClassVar[_Databases] = _Databases()
+    sql_results: ClassVar[BoundedCache[str]] = BoundedCache(1024)
+    world: _World
 
     @property
     def instructions(self) -> str:
@@ -451,15 +434,30 @@ class CausalDiagnosis(Environment):
             "for campaign-wide causes and NO_SIGNAL."
         )
 
-    def _generate(self, seed: int) -> str:
-        self.world = _world(seed, *self.knob_values)
+    def _generate(self, seed: int) -> _World:
+        cfg = self.config
+        tables, cause, slice_, onset = _simulate(np.random.default_rng(seed), cfg)
+        threshold = np.log1p(cfg.effect_size) / 2
+        problem = _strength_problem(tables, cfg.window_days, cause, slice_)
+        found = _diagnose(tables, cfg.window_days, threshold)
+        if problem is None and (found[0] != cause or set(found[1]) != set(slice_)):
+            problem = f"not distinguishable: visible data point to {found[0]} {dict(found[1])}"
+        return _World(tables, cause, slice_, onset, problem)
+
+    def _task(self) -> str:
         return "Our campaign's performance changed in the intervention window. What caused it, and in which slice?"
 
     def _reject(self) -> str | None:
         return self.world.problem
 
-    def _call(self, call_: ToolCall) -> Any:
-        return _run_sql(self.generator_seed, self.knob_values, call_.arguments["query"])
+    @tool
+    def sql(self, query: str) -> str:
+        """Run one read-only DuckDB SELECT over the campaign tables; returns CSV text (max 8,000 chars)."""
+        episode = (self.key, self.generator_seed)
+        return self.sql_results.get((episode, query), self._run, episode, query)
+
+    def _run(self, episode: Hashable, query: str) -> str:
+        return _run_sql(self.databases.cursor(episode, self.world.tables), query)
 
     def _score(self, final_answer: str) -> tuple[float, dict[str, Any]]:
         answer = json_object(final_answer)

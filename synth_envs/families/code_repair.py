@@ -15,18 +15,18 @@ function.
 from __future__ import annotations
 
 import difflib
-import functools
 import random
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Literal, get_args
 
-from tracegym.schema import ToolCall
 from tracegym.synth_envs.base import Environment, ToolError
 from tracegym.synth_envs.common import call
 from tracegym.synth_envs.registry import register
 from tracegym.synth_envs.sandbox import run_tests_cached
+from tracegym.synth_envs.tools import tool
 
-MODULE, TESTS = "utils.py", "test_utils.py"
+RepoFile = Literal["utils.py", "test_utils.py"]
+MODULE, TESTS = get_args(RepoFile)
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,11 @@ class _World:
     decoy: tuple[str, str]  # a plausible but wrong edit in another function
 
 
+@dataclass
+class _State:
+    files: dict[str, str]  # path -> text as the agent's edits left it
+
+
 def _run(source: str, name: str, args: tuple) -> str:
     namespace: dict[str, Any] = {}
     exec(compile(source, "<generated>", "exec"), namespace)  # our own generated template code
@@ -116,46 +121,10 @@ def _run(source: str, name: str, args: tuple) -> str:
         return f"raises {type(error).__name__}"
 
 
-@functools.lru_cache(maxsize=256)
-def _world(seed: int, n_functions: int, tests_per_function: int) -> _World | None:
-    rng = random.Random(seed)
-    picked = rng.sample(range(len(TEMPLATES)), min(max(n_functions, 1), len(TEMPLATES)))
-    names = [f"{rng.choice(VERBS)}_{NOUNS[i % len(NOUNS)]}_{rng.randrange(10, 99)}" for i in picked]
-    parts = [TEMPLATES[i].source.format(name=n, digits=rng.randrange(1, 4)) for i, n in zip(picked, names)]
-    module = '"""Small utilities (generated)."""\n\n\n' + "\n\n".join(parts)
-    buggy_index = rng.randrange(len(picked))
-    good, bad = rng.choice(TEMPLATES[picked[buggy_index]].bugs)
-    buggy_part = parts[buggy_index].replace(good, bad, 1)
-    buggy = module.replace(parts[buggy_index], buggy_part, 1)
-    tests, target, passing = [f"from utils import {', '.join(names)}\n"], None, []
-    for index, name in zip(picked, names):
-        for t in range(max(tests_per_function, 1)):
-            args = TEMPLATES[index].inputs(rng)
-            expected = _run(module, name, args)
-            if expected.startswith("raises"):
-                continue
-            test_name = f"test_{name}_{t}"
-            tests.append(f"\ndef {test_name}():\n    assert {name}(*{args!r}) == {expected}\n")
-            if _run(buggy, name, args) == expected:
-                passing.append(test_name)
-            elif target is None and name == names[buggy_index]:
-                target = test_name
-    if target is None:
-        return None
-    good_line, bad_line = next((g, b) for g, b in zip(parts[buggy_index].splitlines(), buggy_part.splitlines()) if g != b)
-    if buggy.count(bad_line) != 1:
-        return None
-    other = (buggy_index + 1) % len(picked)
-    decoy_good, decoy_bad = TEMPLATES[picked[other]].bugs[0]
-    decoy = (decoy_good, decoy_bad) if buggy.count(decoy_good) == 1 else ("", "")
-    return _World(module, buggy, "".join(tests), target, tuple(passing), (bad_line, good_line), decoy)
-
-
-@register(aliases=("bug_fixing", "swe_repair", "program_repair", "semantic_logic_precision", "patch_production",
-                   "fault_localisation", "fault_localization", "regression_avoidance"))
+@register
 class CodeRepair(Environment):
     name = "code_repair"
-    capability = "code_repair"
+    capability = "semantic_logic_precision"
     description = (
         "Repairing code: reading source and tests, localising the faulty logic (off-by-one, wrong "
         "comparison or operand), and making a minimal, precise edit that makes the failing test pass "
@@ -165,49 +134,87 @@ class CodeRepair(Environment):
     ladder = ({"n_functions": 2}, {"n_functions": 4}, {"n_functions": 6}, {"n_functions": 8}, {"n_functions": 11})
     max_turns = 10
     sandbox_timeout_s = 10.0  # wall-clock limit of one test run
-    _PATH = {"type": "string", "enum": [MODULE, TESTS]}
-    tools = [
-        {"name": "list_files", "description": "Files in the repository.", "parameters": {"type": "object", "properties": {}}},
-        {"name": "read_file", "description": "A file's text.", "parameters": {"type": "object", "properties": {"path": _PATH}, "required": ["path"]}},
-        {"name": "replace_in_file", "description": "Replace the exact text `old` (which must occur exactly once) by `new`.",
-         "parameters": {"type": "object", "properties": {"path": _PATH, "old": {"type": "string"}, "new": {"type": "string"}},
-                        "required": ["path", "old", "new"]}},
-        {"name": "run_tests", "description": "Run the test suite in a sandbox; returns passes and failures.",
-         "parameters": {"type": "object", "properties": {}}},
-    ]
-
     instructions = ("You are a software engineer. A test in test_utils.py fails. Find the bug in utils.py and fix it "
                     "with a minimal edit; do not change the tests. When done, reply with a one-line summary of the fix.")
+    world: _World
+    state: _State
 
-    def _generate(self, seed: int) -> str:
-        self.world = _world(seed, *self.knob_values)
-        if self.world is None:
-            return ""
-        self.files = {MODULE: self.world.buggy, TESTS: self.world.tests}
+    def _generate(self, seed: int) -> _World | None:
+        """The module, its tests and the seeded bug; None when the bug breaks no test or its line is not unique."""
+        cfg, rng = self.config, random.Random(seed)
+        picked = rng.sample(range(len(TEMPLATES)), min(max(cfg.n_functions, 1), len(TEMPLATES)))
+        names = [f"{rng.choice(VERBS)}_{NOUNS[i % len(NOUNS)]}_{rng.randrange(10, 99)}" for i in picked]
+        parts = [TEMPLATES[i].source.format(name=n, digits=rng.randrange(1, 4)) for i, n in zip(picked, names)]
+        module = '"""Small utilities (generated)."""\n\n\n' + "\n\n".join(parts)
+        buggy_index = rng.randrange(len(picked))
+        good, bad = rng.choice(TEMPLATES[picked[buggy_index]].bugs)
+        buggy_part = parts[buggy_index].replace(good, bad, 1)
+        buggy = module.replace(parts[buggy_index], buggy_part, 1)
+        tests, target, passing = [f"from utils import {', '.join(names)}\n"], None, []
+        for index, name in zip(picked, names):
+            for t in range(max(cfg.tests_per_function, 1)):
+                args = TEMPLATES[index].inputs(rng)
+                expected = _run(module, name, args)
+                if expected.startswith("raises"):
+                    continue
+                test_name = f"test_{name}_{t}"
+                tests.append(f"\ndef {test_name}():\n    assert {name}(*{args!r}) == {expected}\n")
+                if _run(buggy, name, args) == expected:
+                    passing.append(test_name)
+                elif target is None and name == names[buggy_index]:
+                    target = test_name
+        if target is None:
+            return None
+        good_line, bad_line = next((g, b) for g, b in zip(parts[buggy_index].splitlines(), buggy_part.splitlines()) if g != b)
+        if buggy.count(bad_line) != 1:
+            return None
+        other = (buggy_index + 1) % len(picked)
+        decoy_good, decoy_bad = TEMPLATES[picked[other]].bugs[0]
+        decoy = (decoy_good, decoy_bad) if buggy.count(decoy_good) == 1 else ("", "")
+        return _World(module, buggy, "".join(tests), target, tuple(passing), (bad_line, good_line), decoy)
+
+    def _task(self) -> str:
         return f"The test {self.world.target} fails. Please fix the bug."
+
+    def _new_state(self) -> _State:
+        return _State({MODULE: self.world.buggy, TESTS: self.world.tests})
 
     def _reject(self) -> str | None:
         return "the seeded bug breaks no test or its line is not unique" if self.world is None else None
 
-    def _call(self, call_: ToolCall) -> Any:
-        args = call_.arguments
-        if call_.name == "list_files":
-            return sorted(self.files)
-        if call_.name == "read_file":
-            return self.files[args["path"]]
-        if call_.name == "run_tests":
-            return run_tests_cached(self.files, TESTS[:-3], self.sandbox_timeout_s).summary()
-        text, old = self.files[args["path"]], args["old"]
-        count = text.count(old) if old else 0
+    # -- tools ----------------------------------------------------------------------------------
+
+    @tool
+    def list_files(self) -> list[str]:
+        """Files in the repository."""
+        return sorted(self.state.files)
+
+    @tool
+    def read_file(self, path: RepoFile) -> str:
+        """A file's text."""
+        return self.state.files[path]
+
+    @tool
+    def replace_in_file(self, path: RepoFile, old: str, new: str) -> dict[str, Any]:
+        """Replace the exact text `old` (which must occur exactly once) by `new`."""
+        files = self.state.files
+        count = files[path].count(old) if old else 0
         if count != 1:
-            raise ToolError(f"`old` must occur exactly once in {args['path']}, found {count} times")
-        self.files[args["path"]] = text.replace(old, args["new"], 1)
+            raise ToolError(f"`old` must occur exactly once in {path}, found {count} times")
+        files[path] = files[path].replace(old, new, 1)
         return {"ok": True}
+
+    @tool
+    def run_tests(self) -> str:
+        """Run the test suite in a sandbox; returns passes and failures."""
+        return run_tests_cached(self.state.files, TESTS[:-3], self.sandbox_timeout_s).summary()
+
+    # -- scoring and solutions ------------------------------------------------------------------
 
     def _score(self, final_answer: str) -> tuple[float, dict[str, Any]]:
         w = self.world
         fmt = 0.1 * (bool(final_answer.strip()) and self.errors == 0)
-        module = self.files[MODULE]
+        module = self.state.files[MODULE]
         if module == w.buggy:
             return round(fmt, 6), {"edited": False, "target": False, "regressions": None}
         result = run_tests_cached({MODULE: module, TESTS: w.tests}, TESTS[:-3], self.sandbox_timeout_s)
