@@ -9,7 +9,11 @@
 - `families/`: one module per family (seven);
 - `checks`: oracle checks every generated episode passes (else it is regenerated);
 - `calibration`: knob search against a policy until the mean reward is in the target band;
-- `sandbox`: the contained test runner of the code-repair family;
+- `sandbox`: runs the code-repair family's untrusted code in a bubblewrap sandbox (namespaces,
+  seccomp, limits; refuses where none can be set up) and grades it from outside;
+  `sandbox_runner` is the program it runs inside;
+- `degenerate`: five degenerate policies (refuse, answer without acting, do nothing, random
+  valid calls, repeat the first tool) whose mean reward every family keeps low;
 - `trl_adapter`: any family as a TRL `environment_factory`;
 - `cli`: `tracegym envs list|show` and `tracegym synth`.
 """

@@ -3,13 +3,22 @@
 A module of several small utility functions (names and constants drawn per seed) ships with a
 pytest suite computed from the correct implementation; one function carries a plausible bug
 (an off-by-one, a flipped comparison, a wrong operand) that makes its target test fail. The
-agent reads files, edits them with exact-substring replacements and may run the tests. Scoring
-runs the ORIGINAL test file against the agent's module in the sandbox (tracegym.synth_envs.sandbox):
-reward 0.4 target test passes + 0.4 every test that passed before still passes (only when the
-module was edited) + 0.1 minimal edit (target fixed, at most 2 changed lines more than the
-reference fix) + 0.1 format (a final answer, no malformed calls). Any sandbox violation, timeout
-or memory/output overrun scores 0 with its reason. Knobs: functions in the module, tests per
-function.
+agent reads files, edits them with exact-substring replacements and may run the tests (in the
+sandbox, `tracegym.synth_envs.sandbox`).
+
+Grading never runs the agent's files as tests. The sandbox calls the module's functions on the
+inputs of the visible tests and on `HIDDEN_PER_FUNCTION` hidden inputs per function (drawn from
+their own seed, never shown; the buggy function's are inputs its bug gets wrong, so an episode
+whose bug shows on none of `HIDDEN_DRAWS` draws is regenerated), and the values come back as
+plain data compared outside with
+expected values computed from the correct module: a special case for the visible test, an
+object whose `__eq__` always agrees or a forged report earns nothing. Reward, for an edited
+module whose run is clean: 0.4 the target is fixed (its test and the buggy function's hidden
+cases pass) + 0.4 nothing regressed (every case that passed before still passes; counted only
+with the target) + 0.1 minimal edit (target fixed, at most 2 changed lines more than the
+reference fix) + 0.1 format (a final answer, no malformed calls). An unedited module earns the
+format reward only; edited tests, any sandbox violation, a timeout, a crash or a memory/output
+overrun earn 0 with the reason. Knobs: functions in the module, tests per function.
 """
 
 from __future__ import annotations
@@ -17,16 +26,18 @@ from __future__ import annotations
 import difflib
 import random
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, get_args
+from typing import Any, Callable, ClassVar, Literal, get_args
 
 from tracegym.synth_envs.base import Environment, ToolError
 from tracegym.synth_envs.common import call
 from tracegym.synth_envs.registry import register
-from tracegym.synth_envs.sandbox import run_tests_cached
+from tracegym.synth_envs import sandbox
 from tracegym.synth_envs.tools import tool
 
 RepoFile = Literal["utils.py", "test_utils.py"]
 MODULE, TESTS = get_args(RepoFile)
+HIDDEN_PER_FUNCTION = 3  # graded inputs per function that the agent never sees
+HIDDEN_DRAWS = 40  # inputs drawn at most to find the buggy function's hidden cases, each one its bug gets wrong
 
 
 @dataclass(frozen=True)
@@ -102,9 +113,11 @@ class _World:
     buggy: str
     tests: str
     target: str
-    passing_before: tuple[str, ...]
+    passing_before: tuple[str, ...]  # visible tests and hidden cases the buggy module passes already
     fix: tuple[str, str]  # (buggy text, correct text) of the reference fix
     decoy: tuple[str, str]  # a plausible but wrong edit in another function
+    cases: tuple[sandbox.Case, ...]  # every visible test and hidden input, graded outside the sandbox
+    target_cases: tuple[str, ...]  # the target test and the buggy function's hidden cases
 
 
 @dataclass
@@ -112,9 +125,14 @@ class _State:
     files: dict[str, str]  # path -> text as the agent's edits left it
 
 
-def _run(source: str, name: str, args: tuple) -> str:
+def _load(source: str) -> dict[str, Any]:
+    """The namespace of a generated module (our own template code, run in this process)."""
     namespace: dict[str, Any] = {}
-    exec(compile(source, "<generated>", "exec"), namespace)  # our own generated template code
+    exec(compile(source, "<generated>", "exec"), namespace)
+    return namespace
+
+
+def _run(namespace: dict[str, Any], name: str, args: tuple) -> str:
     try:
         return repr(namespace[name](*args))
     except Exception as error:  # the buggy variant may raise; that is a failure, not an outcome
@@ -133,7 +151,7 @@ class CodeRepair(Environment):
     Config = Config
     ladder = ({"n_functions": 2}, {"n_functions": 4}, {"n_functions": 6}, {"n_functions": 8}, {"n_functions": 11})
     max_turns = 10
-    sandbox_timeout_s = 10.0  # wall-clock limit of one test run
+    sandbox_config: ClassVar[sandbox.SandboxConfig] = sandbox.SandboxConfig()  # limits of every run
     instructions = ("You are a software engineer. A test in test_utils.py fails. Find the bug in utils.py and fix it "
                     "with a minimal edit; do not change the tests. When done, reply with a one-line summary of the fix.")
     world: _World
@@ -150,16 +168,18 @@ class CodeRepair(Environment):
         good, bad = rng.choice(TEMPLATES[picked[buggy_index]].bugs)
         buggy_part = parts[buggy_index].replace(good, bad, 1)
         buggy = module.replace(parts[buggy_index], buggy_part, 1)
-        tests, target, passing = [f"from utils import {', '.join(names)}\n"], None, []
+        correct, broken = _load(module), _load(buggy)
+        tests, target, passing, cases = [f"from utils import {', '.join(names)}\n"], None, [], []
         for index, name in zip(picked, names):
             for t in range(max(cfg.tests_per_function, 1)):
                 args = TEMPLATES[index].inputs(rng)
-                expected = _run(module, name, args)
+                expected = _run(correct, name, args)
                 if expected.startswith("raises"):
                     continue
                 test_name = f"test_{name}_{t}"
                 tests.append(f"\ndef {test_name}():\n    assert {name}(*{args!r}) == {expected}\n")
-                if _run(buggy, name, args) == expected:
+                cases.append(sandbox.Case(test_name, name, repr(args), expected))
+                if _run(broken, name, args) == expected:
                     passing.append(test_name)
                 elif target is None and name == names[buggy_index]:
                     target = test_name
@@ -171,7 +191,25 @@ class CodeRepair(Environment):
         other = (buggy_index + 1) % len(picked)
         decoy_good, decoy_bad = TEMPLATES[picked[other]].bugs[0]
         decoy = (decoy_good, decoy_bad) if buggy.count(decoy_good) == 1 else ("", "")
-        return _World(module, buggy, "".join(tests), target, tuple(passing), (bad_line, good_line), decoy)
+        hidden, target_cases = random.Random(f"code_repair/hidden/{seed}"), [target]
+        for index, name in zip(picked, names):
+            found = 0
+            for _ in range(HIDDEN_DRAWS if name == names[buggy_index] else HIDDEN_PER_FUNCTION):
+                args = TEMPLATES[index].inputs(hidden)
+                literal, expected = repr(args), _run(correct, name, args)
+                exposes = _run(broken, name, args) != expected
+                if expected.startswith("raises") or (name == names[buggy_index] and not exposes):
+                    continue
+                found += 1
+                cases.append(sandbox.Case(f"hidden_{name}_{found}", name, literal, expected))
+                passing += [cases[-1].case] if not exposes else []
+                target_cases += [cases[-1].case] if name == names[buggy_index] else []
+                if found == HIDDEN_PER_FUNCTION:
+                    break
+        if len(target_cases) == 1:
+            return None
+        return _World(module, buggy, "".join(tests), target, tuple(passing), (bad_line, good_line), decoy, tuple(cases),
+                      tuple(target_cases))
 
     def _task(self) -> str:
         return f"The test {self.world.target} fails. Please fix the bug."
@@ -180,7 +218,9 @@ class CodeRepair(Environment):
         return _State({MODULE: self.world.buggy, TESTS: self.world.tests})
 
     def _reject(self) -> str | None:
-        return "the seeded bug breaks no test or its line is not unique" if self.world is None else None
+        if self.world is None:
+            return "the seeded bug breaks no test or no hidden input, or its line is not unique"
+        return None
 
     # -- tools ----------------------------------------------------------------------------------
 
@@ -207,21 +247,24 @@ class CodeRepair(Environment):
     @tool
     def run_tests(self) -> str:
         """Run the test suite in a sandbox; returns passes and failures."""
-        return run_tests_cached(self.state.files, TESTS[:-3], self.sandbox_timeout_s).summary()
+        return sandbox.run_tests(self.state.files, TESTS[:-3], self.sandbox_config).summary()
 
     # -- scoring and solutions ------------------------------------------------------------------
 
     def _score(self, final_answer: str) -> tuple[float, dict[str, Any]]:
-        w = self.world
+        w, files = self.world, self.state.files
+        if files[TESTS] != w.tests:
+            return 0.0, {"edited": files[MODULE] != w.buggy, "stopped": "the tests were edited"}
         fmt = 0.1 * (bool(final_answer.strip()) and self.errors == 0)
-        module = self.state.files[MODULE]
+        module = files[MODULE]
         if module == w.buggy:
             return round(fmt, 6), {"edited": False, "target": False, "regressions": None}
-        result = run_tests_cached({MODULE: module, TESTS: w.tests}, TESTS[:-3], self.sandbox_timeout_s)
+        result = sandbox.grade({MODULE: module}, MODULE[:-3], w.cases, self.sandbox_config)
         if not result.ok:
             return 0.0, {"edited": True, "stopped": result.reason}
-        target = w.target in result.passed
-        kept = all(name in result.passed for name in w.passing_before)
+        passed = set(result.passed)
+        target = all(case in passed for case in w.target_cases)
+        kept = target and all(case in passed for case in w.passing_before)
         changed = sum(1 for line in difflib.unified_diff(w.buggy.splitlines(), module.splitlines(), lineterm="", n=0)
                       if line[:1] in "+-" and not line.startswith(("+++", "---")))
         minimal = target and changed <= 4  # the reference fix is 2 diff lines (-1/+1); allow 2 more
