@@ -1,13 +1,14 @@
 """The program the code sandbox runs: it imports untrusted code, runs it and reports once.
 
 `tracegym.synth_envs.sandbox` starts it inside the sandbox as
-`python -I -S -B /runner/sandbox_runner.py REPORT_FD` with a JSON request on stdin:
-`{"mode": "tests" | "calls", "module": NAME, "calls": [[ID, FUNCTION, ARGS_REPR], ...]}`.
-It uses the standard library only (nothing else is visible in the sandbox).
+`python -I -S -B /runner/sandbox_runner.py REPORT_FD` with a request on stdin, the repr of
+`{"mode": "tests" | "calls", "module": NAME, "calls": [[ID, FUNCTION, ARGS_REPR], ...]}` (the
+parent's own data, read with `eval` and no builtins). It imports only modules Python has loaded
+at startup anyway (json, ast and typing would add ~20 ms to every run).
 
 - mode "tests" (the agent's run_tests tool): every `test_*` function of the module, "passed" or
   the error it raised;
-- mode "calls" (grading): each call `FUNCTION(*ast.literal_eval(ARGS_REPR))` of the module, as
+- mode "calls" (grading): each call `FUNCTION(*ARGS)` of the module, as
   ["value", repr] when the result is a plain value (exact builtin types, checked recursively, so
   an object that overrides `__eq__` is never compared), ["not_plain", type name] otherwise, or
   ["raises", error]. The parent reads values back with `ast.literal_eval` and compares them
@@ -16,20 +17,18 @@ It uses the standard library only (nothing else is visible in the sandbox).
 This program is no barrier: the code it imports runs in its process and can undo anything here.
 The barriers are outside it (namespaces, seccomp, resource limits), and the parent trusts only
 what it can check: one well-formed report, values it compares itself. What this program adds
-is evidence for a reason: JSON lines on REPORT_FD, ["violation", text] as soon as it sees
+is evidence for a reason: lines on REPORT_FD, each the repr of a list (the parent reads them
+with `ast.literal_eval`): ["violation", text] as soon as it sees
 something a fair submission never does (audit events of process creation, sockets, ctypes,
 files opened outside the task, the scratch directory and the Python installation, a write
 while graded, this program's globals or the builtins changed, an exit during import), and one
 ["report", {...}] at the end.
 """
 
-import ast
 import builtins
-import json
 import os
 import sys
 import types
-from typing import Callable
 
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 WRITE_EVENTS = ("os.remove", "os.rmdir", "os.mkdir", "os.rename", "os.chmod", "os.chown", "os.link",
@@ -41,15 +40,15 @@ CONTAINERS = (list, tuple, set, frozenset)
 
 
 class Reporter:
-    """Writes JSON lines to the report descriptor; remembers what it reported."""
+    """Writes one line per message, the repr of [kind, payload], to the report descriptor."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
-        self.write, self.dumps = os.write, json.dumps  # bound now: later monkeypatching does not reach them
+        self.write, self.repr = os.write, repr  # bound now: later monkeypatching does not reach them
 
     def emit(self, kind: str, payload: object) -> None:
         try:
-            self.write(self.fd, (self.dumps([kind, payload]) + "\n").encode())
+            self.write(self.fd, (self.repr([kind, payload]) + "\n").encode())
         except OSError:  # the submission closed the descriptor: the parent sees a missing report
             pass
 
@@ -68,7 +67,7 @@ def is_plain(value: object, depth: int = 0) -> bool:
     return False
 
 
-def make_guard(reporter: Reporter, graded: bool) -> Callable[[str, tuple], None]:
+def make_guard(reporter: Reporter, graded: bool) -> types.FunctionType:
     """An audit hook that reports (never blocks) what a fair submission does not do."""
     realpath, fsdecode, startswith = os.path.realpath, os.fsdecode, str.startswith
     readable = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
@@ -143,7 +142,7 @@ def run_calls(module: object, calls: list, reporter: Reporter) -> dict:
     results = {}
     for case, function, arguments in calls:
         try:
-            value = getattr(module, function)(*ast.literal_eval(arguments))
+            value = getattr(module, function)(*eval(arguments, {"__builtins__": {}}))  # the parent's literal
             results[case] = ["value", repr(value)] if is_plain(value) else ["not_plain", type(value).__name__]
         except MemoryError:
             reporter.emit("violation", "memory limit exceeded")
@@ -158,7 +157,7 @@ def run_calls(module: object, calls: list, reporter: Reporter) -> dict:
 
 def main() -> None:
     reporter = Reporter(int(sys.argv[1]))
-    request = json.loads(sys.stdin.read())
+    request = eval(sys.stdin.read(), {"__builtins__": {}})  # the parent's literal, read before any untrusted import
     graded = request["mode"] == "calls"
     sys.path.insert(0, "/task")
     sys.setrecursionlimit(2000)
