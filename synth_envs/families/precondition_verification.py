@@ -3,13 +3,16 @@
 A customer asks to cancel an order, change its shipping address or refund it. Policy rules:
 R1 only pending orders can be cancelled or re-addressed; R2 only delivered orders can be refunded;
 R3 address changes and refunds need a verified account; R4 refunds only within 30 days of
-delivery. Some requests break exactly one rule and must be refused naming it. Reward for a
-permitted request: 0.5 the right write (and no other) + 0.25 every needed record checked before
-the first write + 0.25 answer "DONE"; for a forbidden one: 0.5 no write + 0.25 the record that
-shows the broken rule was checked + 0.25 answer "REFUSED: R<k>" (0.1 for a refusal naming the
-wrong rule). Writing without checking loses the check credit. Knobs: orders of the customer,
-share of forbidden requests, conditions per request (1-3). The prompt states only the rules and
-offers only the tools of the requests the knobs allow (at 1 condition: R1, get_order, cancel_order).
+delivery. Some requests break exactly one rule (drawn uniformly among the rules the knobs allow,
+then a request it governs) and must be refused naming it. Reward needs the right decision: for a
+permitted request, the right write (and no other) earns 0.5 + 0.25 every needed record checked
+before it + 0.25 answer "DONE", and anything else earns 0; for a forbidden one, the answer
+"REFUSED: R<k>" naming the broken rule earns 0.5 no write + 0.25 the record that shows the
+broken rule was checked + 0.25, and any other answer (a refusal naming another rule included)
+earns 0. So neither a blanket refusal nor "read, then refuse" pays more than the share of
+episodes it happens to get right. Knobs: orders of the customer, share of forbidden requests,
+conditions per request (1-3). The prompt states only the rules and offers only the tools of the
+requests the knobs allow (at 1 condition: R1, get_order, cancel_order).
 """
 
 from __future__ import annotations
@@ -92,9 +95,10 @@ class PreconditionVerification(Environment):
 
     def _generate(self, seed: int) -> _World:
         cfg, rng = self.config, random.Random(seed)
-        request = rng.choice(_requests(cfg.max_conditions))
+        requests = _requests(cfg.max_conditions)
+        broken = rng.choice(_rules(cfg.max_conditions)) if rng.random() < cfg.forbidden_share else None
+        request = rng.choice([r for r in requests if broken is None or broken in REQUESTS[r][1]])
         rules = REQUESTS[request][1]
-        broken = rng.choice(rules) if rng.random() < cfg.forbidden_share else None
         user = {"user_id": f"U-{rng.randrange(1000, 9999)}", "name": person_name(rng), "verified": broken != "R3"}
         orders: dict[str, dict[str, Any]] = {}
         for _ in range(max(cfg.n_orders, 1)):
@@ -214,14 +218,15 @@ class PreconditionVerification(Environment):
         answer = final_answer.strip().upper()
         refused = re.match(r"REFUSED\W*(R\d)?", answer)
         if w.broken is None:
-            right_write = (len(writes) == 1 and writes[0].name == write_tool and writes[0].arguments.get("order_id") == w.order_id
-                           and (write_tool != "update_address" or writes[0].arguments.get("address", "").strip() == w.address))
-            action, verdict = float(right_write), float(answer.startswith("DONE"))
+            decided = (len(writes) == 1 and writes[0].name == write_tool and writes[0].arguments.get("order_id") == w.order_id
+                       and (write_tool != "update_address" or writes[0].arguments.get("address", "").strip() == w.address))
+            action, verdict = float(decided), float(answer.startswith("DONE"))
         else:
-            action = float(not writes)
-            verdict = 1.0 if refused and refused.group(1) == w.broken else 0.1 if refused else 0.0
-        reward = 0.5 * action + 0.25 * checked + 0.25 * verdict
-        return round(reward, 6), {"forbidden": w.broken, "action": action, "checked_first": checked, "verdict": verdict}
+            decided = bool(refused) and refused.group(1) == w.broken
+            action, verdict = float(not writes), float(decided)
+        reward = decided * (0.5 * action + 0.25 * checked + 0.25 * verdict)
+        return round(reward, 6), {"forbidden": w.broken, "decided": decided, "action": action, "checked_first": checked,
+                                  "verdict": verdict}
 
     def _reads(self) -> str:
         w = self.world
