@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tracegym.synth_envs import sandbox
 from tracegym.synth_envs.base import Environment, play
 from tracegym.synth_envs.registry import families, make_env
 from tracegym.toolcalls import render_tool_call
@@ -71,6 +72,8 @@ def test_same_seed_same_episode(family: str) -> None:
 def _digest() -> str:
     parts = []
     for family in FAMILIES:
+        if family == "code_repair" and sandbox.unavailable() is not None:
+            continue  # its episodes are verified by running code, which refuses without the sandbox
         env = make_env(family)
         for seed in (0, 1):
             parts.append(env.reset(seed) + "\n".join(env.oracle(seed)))

@@ -120,6 +120,7 @@ def test_switched_off_it_refuses_to_run(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_without_bwrap_it_refuses_to_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(sandbox.SWITCH, raising=False)
     monkeypatch.setenv("PATH", "/nonexistent")
     sandbox._probe.cache_clear()
     try:

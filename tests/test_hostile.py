@@ -59,7 +59,7 @@ def _wrap(target: str, body: str) -> str:
 
 FORK_EXEC = ("import _posixsubprocess, os\n"
              "for _ in range(40):\n"
-             "    _posixsubprocess.fork_exec([b'/bin/sleep', b'1000', b'{marker}'], [b'/bin/sleep'], True, (), None, None,\n"
+             "    _posixsubprocess.fork_exec([b'/bin/sh', b'-c', b'sleep 1000; :', b'{marker}'], [b'/bin/sh'], True, (), None, None,\n"
              "        -1, -1, -1, -1, -1, -1, *os.pipe(), False, True, -1, None, None, None, -1, None, False)\n")
 
 ATTACKS = [
@@ -192,6 +192,22 @@ def test_attack_is_stopped_with_reward_zero_and_its_reason(attack: Attack, mode:
     assert not places.escape.exists(), "something was written outside"
 
 
+def test_descendants_die_with_the_run_even_without_seccomp(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The PID namespace alone: with a filter that allows everything, detached children started
+    by the run (and seen running) are gone once it ends."""
+    if sandbox.unavailable() is not None:
+        pytest.skip(f"no sandbox here: {sandbox.unavailable()}")
+    monkeypatch.setattr(sandbox, "_seccomp_program", lambda: sandbox._ins(sandbox._RET, sandbox._ALLOW))
+    marker = f"tracegym-marker-{uuid.uuid4().hex}"
+    body = ("import subprocess\n\ndef test_spawn():\n"
+            f"    children = [subprocess.Popen(['/bin/sh', '-c', 'sleep 1000; :', '{marker}'], start_new_session=True) for _ in range(5)]\n"
+            "    assert all(child.poll() is None for child in children)\n")
+    result = sandbox.run_tests({"test_spawn.py": body}, "test_spawn", QUICK)
+    assert result.passed == ["test_spawn"] and "process creation" in result.reason
+    time.sleep(0.05)
+    assert not _alive(marker)
+
+
 def test_the_fix_alone_earns_one(mode: str) -> None:
     """The baseline the attacks are measured against: the same edit without the attack."""
     correct, _ = _target()
@@ -214,6 +230,7 @@ def test_edited_tests_earn_zero(mode: str) -> None:
 
 def test_conftest_cannot_be_added_through_the_tools() -> None:
     env = _env()
+    env.verify = False  # no code runs: the tool refuses the path
     env.reset(SEED)
     observation = env.step(render_tool_call("replace_in_file", {"path": "conftest.py", "old": "", "new": "x"})).observation
     assert "must be one of ['utils.py', 'test_utils.py']" in observation
