@@ -16,7 +16,7 @@ from tracegym.synth_envs.sandbox import Case, SandboxConfig, SandboxUnavailable,
 needs_sandbox = pytest.mark.skipif(sandbox.unavailable() is not None, reason=f"no sandbox here: {sandbox.unavailable()}")
 
 TESTS = "from mod import f\n\ndef test_one():\n    assert f(1) == 2\n\ndef test_two():\n    assert f(2) == 3\n"
-SHORT = SandboxConfig(timeout_s=3, cpu_s=3)
+SHORT = SandboxConfig(timeout_s=3, cpu_s=6)  # CPU time above the wall clock: the timeout comes first
 
 
 def _tests(body: str, config: SandboxConfig = SHORT) -> sandbox.SandboxResult:
@@ -59,15 +59,15 @@ def test_values_that_are_not_plain_are_never_compared() -> None:
 
 
 @needs_sandbox
-@pytest.mark.parametrize("body, status, why", [
-    ("def f(x):\n    while True:\n        pass\n", "timeout", "killed after 3 s"),
-    ("def f(x):\n    block = bytearray(8 * 2**30)\n", "", "memory limit"),
-    ("import sys\ndef f(x):\n    while True:\n        sys.stdout.write('x' * 65536)\n", "output_limit", "bytes of output"),
+@pytest.mark.parametrize("body, config, status, why", [
+    ("def f(x):\n    while True:\n        pass\n", SHORT, "timeout", "killed after 3 s"),
+    ("def f(x):\n    while True:\n        pass\n", SandboxConfig(timeout_s=10, cpu_s=1), "killed", "CPU time limit exceeded"),
+    ("def f(x):\n    block = bytearray(8 * 2**30)\n", SHORT, "ok", "memory limit"),
+    ("import sys\ndef f(x):\n    while True:\n        sys.stdout.write('x' * 65536)\n", SHORT, "output_limit", "bytes of output"),
 ])
-def test_limits_stop_the_run(body: str, status: str, why: str) -> None:
-    result = _tests(body)
-    assert not result.ok and not result.passed and why in result.reason
-    assert not status or result.status == status
+def test_limits_stop_the_run(body: str, config: SandboxConfig, status: str, why: str) -> None:
+    result = _tests(body, config)
+    assert not result.ok and not result.passed and why in result.reason and result.status == status
 
 
 @needs_sandbox

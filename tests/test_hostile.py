@@ -192,18 +192,20 @@ def test_attack_is_stopped_with_reward_zero_and_its_reason(attack: Attack, mode:
     assert not places.escape.exists(), "something was written outside"
 
 
-def test_descendants_die_with_the_run_even_without_seccomp(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("ending", ["", "    while True:\n        pass\n"], ids=["the run ends", "the run is killed at its timeout"])
+def test_descendants_die_with_the_run_even_without_seccomp(ending: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The PID namespace alone: with a filter that allows everything, detached children started
-    by the run (and seen running) are gone once it ends."""
+    by the run (and seen running) are gone once it ends, or once it is killed."""
     if sandbox.unavailable() is not None:
         pytest.skip(f"no sandbox here: {sandbox.unavailable()}")
     monkeypatch.setattr(sandbox, "_seccomp_program", lambda: sandbox._ins(sandbox._RET, sandbox._ALLOW))
     marker = f"tracegym-marker-{uuid.uuid4().hex}"
     body = ("import subprocess\n\ndef test_spawn():\n"
             f"    children = [subprocess.Popen(['/bin/sh', '-c', 'sleep 1000; :', '{marker}'], start_new_session=True) for _ in range(5)]\n"
-            "    assert all(child.poll() is None for child in children)\n")
-    result = sandbox.run_tests({"test_spawn.py": body}, "test_spawn", QUICK)
-    assert result.passed == ["test_spawn"] and "process creation" in result.reason
+            "    assert all(child.poll() is None for child in children)\n" + ending)
+    result = sandbox.run_tests({"test_spawn.py": body}, "test_spawn", sandbox.SandboxConfig(timeout_s=3, cpu_s=6))
+    assert "process creation" in result.violations[0]
+    assert result.passed == ["test_spawn"] if not ending else result.status == "timeout"
     time.sleep(0.05)
     assert not _alive(marker)
 
