@@ -15,7 +15,7 @@ setup: $(VENV)/.installed sandbox-tools
 # environment refuses to run code (and its tests skip, saying so). Installed when apt can.
 sandbox-tools:
 	@command -v bwrap >/dev/null || ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ] || \
-		{ apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; } || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; } || \
 		echo "warning: could not install bubblewrap; code_repair will refuse to run code"
 
 $(VENV)/.installed: pyproject.toml
