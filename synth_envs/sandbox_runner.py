@@ -16,13 +16,14 @@ at startup anyway (json, ast and typing would add ~20 ms to every run).
 
 This program is no barrier: the code it imports runs in its process and can undo anything here.
 The barriers are outside it (namespaces, seccomp, resource limits), and the parent trusts only
-what it can check: one well-formed report, values it compares itself. What this program adds
-is evidence for a reason: lines on REPORT_FD, each the repr of a list (the parent reads them
-with `ast.literal_eval`): ["violation", text] as soon as it sees
-something a fair submission never does (audit events of process creation, sockets, ctypes,
-files opened outside the task, the scratch directory and the Python installation, a write
-while graded, this program's globals or the builtins changed, an exit during import), and one
-["report", {...}] at the end.
+what it can check: one well-formed report, values it compares itself. What this program adds is
+evidence for a reason, lines on REPORT_FD, each the repr of a list (the parent reads them with
+`ast.literal_eval`): ["violation", text] as soon as it sees something a fair submission never
+does (audit events of process creation, sockets and ctypes; files opened outside the task, the
+scratch directory and the Python installation; a write while graded; its globals, functions,
+audit hook, reporter or the builtins changed; an exit during import), then one ["report", {...}].
+A submission that silences these notes gains nothing by it: what it tried still meets the
+barriers (tests/test_hostile.py plays such attacks).
 """
 
 import builtins
