@@ -10,9 +10,9 @@ Grading never runs the agent's files as tests. The sandbox calls the module's fu
 inputs of the visible tests and on `HIDDEN_PER_FUNCTION` hidden inputs per function (drawn from
 their own seed, never shown; the buggy function's are inputs its bug gets wrong, so an episode
 whose bug shows on none of `HIDDEN_DRAWS` draws is regenerated), and the values come back as
-plain data compared outside with
-expected values computed from the correct module: a special case for the visible test, an
-object whose `__eq__` always agrees or a forged report earns nothing. Reward, for an edited
+plain data compared outside with expected values computed from the correct module: a special
+case for the visible test, an object whose `__eq__` always agrees or a forged report earns
+nothing. Reward, for an edited
 module whose run is clean: 0.4 the target is fixed (its test and the buggy function's hidden
 cases pass) + 0.4 nothing regressed (every case that passed before still passes; counted only
 with the target) + 0.1 minimal edit (target fixed, at most 2 changed lines more than the
@@ -28,10 +28,10 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Literal, get_args
 
+from tracegym.synth_envs import sandbox
 from tracegym.synth_envs.base import Environment, ToolError
 from tracegym.synth_envs.common import call
 from tracegym.synth_envs.registry import register
-from tracegym.synth_envs import sandbox
 from tracegym.synth_envs.tools import tool
 
 RepoFile = Literal["utils.py", "test_utils.py"]
@@ -139,6 +139,26 @@ def _run(namespace: dict[str, Any], name: str, args: tuple) -> str:
         return f"raises {type(error).__name__}"
 
 
+def _hidden_cases(rng: random.Random, picked: list[int], names: list[str], buggy_name: str, correct: dict[str, Any],
+                  broken: dict[str, Any]) -> list[sandbox.Case]:
+    """`HIDDEN_PER_FUNCTION` graded inputs per function, never shown to the agent: for the buggy
+    function, inputs its bug gets wrong (of at most `HIDDEN_DRAWS` draws); for the others, any
+    input whose correct call returns (the buggy module passes those, as the functions are equal)."""
+    cases = []
+    for index, name in zip(picked, names):
+        found = 0
+        for _ in range(HIDDEN_DRAWS if name == buggy_name else HIDDEN_PER_FUNCTION):
+            args = TEMPLATES[index].inputs(rng)
+            literal, expected = repr(args), _run(correct, name, args)
+            if expected.startswith("raises") or (name == buggy_name and _run(broken, name, args) == expected):
+                continue
+            found += 1
+            cases.append(sandbox.Case(f"hidden_{name}_{found}", name, literal, expected))
+            if found == HIDDEN_PER_FUNCTION:
+                break
+    return cases
+
+
 @register
 class CodeRepair(Environment):
     name = "code_repair"
@@ -191,25 +211,13 @@ class CodeRepair(Environment):
         other = (buggy_index + 1) % len(picked)
         decoy_good, decoy_bad = TEMPLATES[picked[other]].bugs[0]
         decoy = (decoy_good, decoy_bad) if buggy.count(decoy_good) == 1 else ("", "")
-        hidden, target_cases = random.Random(f"code_repair/hidden/{seed}"), [target]
-        for index, name in zip(picked, names):
-            found = 0
-            for _ in range(HIDDEN_DRAWS if name == names[buggy_index] else HIDDEN_PER_FUNCTION):
-                args = TEMPLATES[index].inputs(hidden)
-                literal, expected = repr(args), _run(correct, name, args)
-                exposes = _run(broken, name, args) != expected
-                if expected.startswith("raises") or (name == names[buggy_index] and not exposes):
-                    continue
-                found += 1
-                cases.append(sandbox.Case(f"hidden_{name}_{found}", name, literal, expected))
-                passing += [cases[-1].case] if not exposes else []
-                target_cases += [cases[-1].case] if name == names[buggy_index] else []
-                if found == HIDDEN_PER_FUNCTION:
-                    break
+        hidden = _hidden_cases(random.Random(f"code_repair/hidden/{seed}"), picked, names, names[buggy_index], correct, broken)
+        target_cases = [target] + [c.case for c in hidden if c.function == names[buggy_index]]
         if len(target_cases) == 1:
             return None
-        return _World(module, buggy, "".join(tests), target, tuple(passing), (bad_line, good_line), decoy, tuple(cases),
-                      tuple(target_cases))
+        passing += [c.case for c in hidden if c.function != names[buggy_index]]
+        return _World(module, buggy, "".join(tests), target, tuple(passing), (bad_line, good_line), decoy,
+                      tuple(cases + hidden), tuple(target_cases))
 
     def _task(self) -> str:
         return f"The test {self.world.target} fails. Please fix the bug."
