@@ -220,9 +220,7 @@ def test_the_fix_alone_earns_one(mode: str) -> None:
     assert _submit(correct)[1].reward == 1.0
 
 
-def test_edited_tests_earn_zero(mode: str) -> None:
-    if mode == "switched off":
-        pytest.skip("no code runs: the edit is judged from the text")
+def test_edited_tests_earn_zero() -> None:
     world = _world()
     passing = world.tests.replace(f"def {world.target}():", f"def {world.target}():\n    return")
     for module in (None, world.module):  # a test edit alone, or with the right fix
@@ -238,10 +236,8 @@ def test_conftest_cannot_be_added_through_the_tools() -> None:
     assert "must be one of ['utils.py', 'test_utils.py']" in observation
 
 
-def test_a_special_case_for_the_visible_test_fixes_nothing(mode: str) -> None:
+def test_a_special_case_for_the_visible_test_fixes_nothing() -> None:
     """Hidden inputs: returning the visible test's expected value for its input earns no more than no edit."""
-    if mode == "switched off":
-        pytest.skip("covered by the attacks: nothing runs")
     world = _world()
     case = next(c for c in world.cases if c.case == world.target)
     special = world.buggy + _wrap(case.function, f"if args == {case.args}:\n    return {case.expected}")
@@ -249,10 +245,8 @@ def test_a_special_case_for_the_visible_test_fixes_nothing(mode: str) -> None:
     assert result.reward == 0.1 and result.info["reward_breakdown"]["target"] is False
 
 
-def test_a_forgery_that_knows_the_protocol_earns_no_more_than_no_edit(mode: str) -> None:
+def test_a_forgery_that_knows_the_protocol_earns_no_more_than_no_edit() -> None:
     """Reading the request from the runner's memory and reporting visible expected values: hidden cases fail."""
-    if mode == "switched off":
-        pytest.skip("covered by the attacks: nothing runs")
     world = _world()
     visible = {c.case: c.expected for c in world.cases if not c.case.startswith("hidden_")}
     forgery = world.buggy + (
