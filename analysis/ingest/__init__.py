@@ -10,6 +10,15 @@
 - `outputs`: what `tracegym ingest` writes (replaced together) and prints.
 """
 
-from tracegym.analysis.ingest.collect import FORMATS, IngestError, IngestResult, Inconsistency, SkippedRecord, SourceSummary, ingest_paths
+from typing import Any
 
 __all__ = ["FORMATS", "IngestError", "IngestResult", "Inconsistency", "SkippedRecord", "SourceSummary", "ingest_paths"]
+
+
+def __getattr__(name: str) -> Any:
+    """The entry points, imported on first use (`tracegym ingest --help` needs none of them)."""
+    if name in __all__:
+        from tracegym.analysis.ingest import collect
+
+        return getattr(collect, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

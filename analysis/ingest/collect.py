@@ -23,7 +23,7 @@ from typing import Any, Iterator
 from tqdm import tqdm
 
 from tracegym.analysis.ingest.common import Batch, IngestError, Inconsistency, InputFile, RecordError, SkippedRecord
-from tracegym.analysis.ingest.formats import FORMATS, REGISTRY, RUN_FOLDER_FORMATS, FileFormat, by_name
+from tracegym.analysis.ingest.formats import FORMATS, FileFormat, by_name, registry, run_folder_formats
 from tracegym.analysis.ingest.walk import Found, discover
 from tracegym.schema import Trajectory
 
@@ -71,7 +71,7 @@ class IngestResult:
 def ingest_paths(paths: list[Path], keep_going: bool = False, fmt: str | None = None) -> IngestResult:
     """Ingest files and folders (walked); raises IngestError on bad input unless `keep_going`."""
     forced = by_name(fmt) if fmt is not None else None
-    run_formats = (forced,) if forced in RUN_FOLDER_FORMATS else RUN_FOLDER_FORMATS
+    run_formats = (forced,) if forced in run_folder_formats() else run_folder_formats()
     result = IngestResult()
     sources = discover(paths, run_formats)
     with _collector_paused():
@@ -124,7 +124,7 @@ def _read_source(found: Found, forced: FileFormat | None) -> Batch | None:
     if found.run_format is not None:
         return found.run_format.read_run(found.path)
     file = InputFile(found.path)
-    module = forced or next((f for f in REGISTRY if f.sniff(file)), None)
+    module = forced or next((f for f in registry() if f.sniff(file)), None)
     if module is None:
         document = file.json()  # raises the decoding error when the file is not JSON at all
         if not found.explicit:
