@@ -23,8 +23,10 @@ from tracegym.eval.target import KINDS, SPLITS, TargetConfig, TargetEnvironment,
 from tracegym.eval.target.database import GUESTS, database, generate, pool_of
 from tracegym.eval.target.grading import communicated, numbers_in
 from tracegym.eval.target.runs import play_turns
+from tracegym.eval.target.tasks import GoldAction
 from tracegym.eval.target.tools import Ledger
 from tracegym.eval.target.users import MAX_REPLIES, STOP, TRANSFER
+from tracegym.schema import ToolCall
 from tracegym.synth_envs import checks
 from tracegym.synth_envs.common import call
 
@@ -122,6 +124,7 @@ def test_wrong_trajectories_fail_the_check_they_target(env: TargetEnvironment) -
     assert breakdown(ok, 0) == {"DB": 1.0, "ACTION": 0.0, "COMMUNICATE": 1.0, "NL_ASSERTION": 1.0}  # skipped the check
     assert breakdown(ok, 1) == {"DB": 1.0, "ACTION": 1.0, "COMMUNICATE": 1.0, "NL_ASSERTION": 0.0}  # no confirmation
     assert breakdown(ok, 4)["COMMUNICATE"] == 0.0  # wrong refund amount
+    assert breakdown(ok, 5) == {"DB": 0.0, "ACTION": 0.0, "COMMUNICATE": 1.0, "NL_ASSERTION": 1.0}  # cancelled the wrong one
     forbidden = first_of("cancel_reservation", "C2")
     assert breakdown(forbidden, 0)["DB"] == 0.0  # granted a forbidden request
     assert breakdown(forbidden, 2) == {"DB": 1.0, "ACTION": 1.0, "COMMUNICATE": 0.0, "NL_ASSERTION": 1.0}  # wrong rule
@@ -145,6 +148,17 @@ def test_oracle_checks_catch_a_grader_that_ignores_confirmation(env: TargetEnvir
 
     monkeypatch.setattr(module, "grade", lenient)
     assert checks._check(env, seed) == "wrong trajectory 1 earns 1.0"
+
+
+def test_gold_actions_compare_the_arguments_they_name() -> None:
+    gold = GoldAction("cancel_reservation", {"reservation_id": "K7Q2XP"})
+    assert gold.matches(ToolCall(name="cancel_reservation", arguments={"reservation_id": "K7Q2XP"}))
+    assert not gold.matches(ToolCall(name="cancel_reservation", arguments={"reservation_id": "K7Q2XQ"}))
+    assert not gold.matches(ToolCall(name="get_reservation_details", arguments={"reservation_id": "K7Q2XP"}))
+    transfer = GoldAction("transfer_to_human_agents", {"summary": "a dispute"}, compare_args=())
+    assert transfer.matches(ToolCall(name="transfer_to_human_agents", arguments={"summary": "anything"}))
+    assert transfer.tau2("t_0") == {"action_id": "t_0", "requestor": "assistant", "name": "transfer_to_human_agents",
+                                    "arguments": {"summary": "a dispute"}, "info": None, "compare_args": []}
 
 
 def test_communicate_matching_reads_amounts_and_words() -> None:

@@ -67,6 +67,10 @@ def test_ingest_reads_every_simulation_with_its_verdict(written, tmp_path: Path)
         assert trajectory.termination_reason == record.termination_reason
         assert trajectory.diagnostics["reward_info"] == record.reward_info
         assert len(trajectory.diagnostics["gold_actions"]) == len(record.task.actions)
+        assert [(m.role, m.content, m.error, m.tool_call_id, [(c.id, c.name, c.arguments) for c in m.tool_calls])
+                for m in trajectory.messages] == [(m.role, m.content, m.error, m.tool_call_id,
+                                                   [(c.id, c.name, c.arguments) for c in m.tool_calls]) for m in record.messages]
+    assert any(m.error for t in ingested.values() for m in t.messages), "tool errors travel with their results"
     assert sum(t.success for t in ingested.values()) == len(SEEDS)
 
 
