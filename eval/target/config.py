@@ -33,6 +33,8 @@ class TargetConfig:
             raise ValueError(f"train_tasks must be <= {HELDOUT_BASE} (held-out seeds start there), got {self.train_tasks}")
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
+        if not self.user_timeout > 0:
+            raise ValueError(f"user_timeout must be > 0 seconds, got {self.user_timeout}")
         if self.user == "model" and not self.user_url:
             raise ValueError("user 'model' needs user_url (--target-user-url)")
         if self.user not in ("scripted", "model"):

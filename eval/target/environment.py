@@ -2,9 +2,9 @@
 
 `reset(seed)` starts the task of `seed` (see `tasks`) and returns the guest's first message;
 `step(text)` applies one assistant turn:
-- tool calls (the Hermes format of `tracegym.toolcalls`) run against the episode's copy of the
-  database and are answered in a `<tool_response>`; malformed calls, unknown tools and bad
-  arguments are error observations counted in `errors`;
+- tool calls (the Hermes format of `tracegym.toolcalls`) run against the database as this
+  episode has changed it (`database.Changes`) and are answered in a `<tool_response>`; malformed
+  calls, unknown tools and bad arguments are error observations counted in `errors`;
 - plain text is a message to the guest, and the observation is the guest's reply (a plain user
   message). The episode terminates when the guest ends the conversation (a stop token; reward
   computed then) and is truncated after `max_turns` assistant turns (graded as it stands).
@@ -13,11 +13,11 @@
 It reuses the families' base class (`tracegym.synth_envs.base.Environment`) for tool dispatch,
 the system prompt cache and the oracle twin: `oracle(seed)`, `wrong_trajectories(seed)`,
 `hint(seed)` and `gold_answer(seed)` (the oracle's last message) always play against the
-scripted user, and every task is verified on its first reset (the oracle earns 1.0, each wrong
-trajectory less; a failure raises, since tasks are never regenerated, and so does a task whose
-oracle needs more than `max_turns` turns). `record()` returns the
-finished episode as an `EpisodeRecord`: the conversation as τ² records it (the guest's messages,
-the agent's messages and tool calls, the tool results with their error flags) and the verdict.
+scripted user. Every task is verified on its first reset: the oracle earns 1.0 and each wrong
+trajectory less, or reset raises (tasks are never regenerated); so it does for a task whose
+oracle needs more than `max_turns` turns. `record()` returns the finished episode as an
+`EpisodeRecord`: the conversation as τ² records it (the guest's messages, the agent's messages
+and tool calls, the tool results with their error flags) and the verdict.
 
 Build one with `make_target(config)`, which plugs in the user the config asks for;
 `TargetEnvironment(config)` alone always has the scripted user.

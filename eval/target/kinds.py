@@ -1,15 +1,24 @@
 """The seven task kinds of the hotel desk, each exercising one or two capabilities of
-`tracegym.analysis.catalogue`:
+`tracegym.analysis.catalogue` (kind: capabilities; the request; what it takes):
 
-| kind | capability | the request | what it takes |
-|---|---|---|---|
-| cancel_reservation | precondition_verification | cancel reservation X | read X, check C1-C4; half are forbidden (non-refundable, checks in tomorrow, not confirmed): refuse naming the rule |
-| change_dates | tool_calling_precision | move the stay at hotel H from date D to new dates (in words) | find X among the guest's reservations, exact id and YYYY-MM-DD dates, new total |
-| book_cheapest | structured_data_reasoning | the cheapest room of a type in a city (maybe a star minimum), dates, a payment method | compare rates, compute nights x rate, book the right hotel |
-| cancel_trip | multi_step_task_completion, structured_data_reasoning | cancel all upcoming reservations in a city | read every reservation, cancel each allowed one, refuse the others, sum the refunds |
-| change_room | structured_data_reasoning, precondition_verification | change X to a better room type | current rate x nights minus old total; some forbidden (non-refundable), some declined at confirmation |
-| policy_exception | policy_compliance | cancel a non-refundable stay, a colleague's stay, or grant a discount, with pressure | refuse twice (the guest pushes back once) naming C2, G2 or G9 |
-| billing_dispute | policy_compliance | a partial refund for a completed stay | read it, then transfer to a human agent (T1) |
+- cancel_reservation: precondition_verification; cancel reservation X; read X and check C1-C4.
+  Half are forbidden (non-refundable, checks in tomorrow, not confirmed): refuse naming the rule.
+- change_dates: tool_calling_precision; move the stay at hotel H from date D to new dates, said in
+  words; find it among the guest's reservations, write the exact id and YYYY-MM-DD dates, tell
+  the new total.
+- book_cheapest: structured_data_reasoning; the cheapest room of a type in a city (sometimes with
+  a star minimum) for given dates and payment method; compare rates, compute nights x rate, book
+  the right hotel.
+- cancel_trip: multi_step_task_completion, structured_data_reasoning; cancel all upcoming
+  reservations in a city; read every reservation, cancel each allowed one, refuse the others,
+  sum the refunds.
+- change_room: structured_data_reasoning, precondition_verification; change X to a better room
+  type; the current rate x nights minus the old total. Some are forbidden (non-refundable), some
+  are declined by the guest at confirmation.
+- policy_exception: policy_compliance; cancel a non-refundable stay, cancel a colleague's stay, or
+  grant a discount, under pressure; refuse twice (the guest pushes back once) naming C2, G2 or G9.
+- billing_dispute: policy_compliance; a partial refund for a completed stay; read it, then
+  transfer to a human agent (T1).
 
 Every task requires authentication (G1) and confirmation before writes (G3). Forbidden requests
 have no write among their gold actions and a rule id to communicate.

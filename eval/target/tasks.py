@@ -3,10 +3,11 @@
 A seed names one task: seeds 0..train_tasks-1 are the train split, seeds from `HELDOUT_BASE`
 (1,000,000) on the held-out split (defaults 70 and 42, see `TargetConfig`). The kind is
 `KINDS[ordinal % 7]` (ordinal = seed minus the split's first seed), so each split holds every kind
-in turn; the records a task is about come from the split's own pool of guests
-(`database.pool_of`), picked in a fixed shuffled order by `ordinal // 7`, so no guest appears in
-both splits and a split repeats no record until its pool runs out. The task id is
-`<kind>-<seed>`; `kinds.make_task` builds it. Same database seed and task seed, same task, on any machine.
+in turn. The records a task is about come from the split's own pool of guests
+(`database.pool_of`), so no guest appears in both splits; they are picked in a fixed shuffled
+order of the kind's candidates, so a kind repeats no record within a split until its candidates
+run out. The task id is `<kind>-<seed>`; `kinds.make_task` builds it. Same database seed and
+task seed, same task, on any machine.
 
 A `Task` holds everything the episode needs: the guest's request (stated up front), the details
 they give when asked, their answer to a confirmation question, their pushback after a refusal,

@@ -130,7 +130,7 @@ class ModelUser:
 
     kind = "model"
 
-    def __init__(self, url: str, model: str, timeout: float = 60.0) -> None:
+    def __init__(self, url: str, model: str, timeout: float) -> None:
         self.client = OpenAIChatClient(url, model, timeout=timeout, max_tokens=256)
         self.model = model
 
