@@ -268,6 +268,23 @@ def test_oracle_dialogue_is_the_policy_view_for_warm_starts(env: TargetEnvironme
         play_turns(env, seed, env.oracle(seed)[:2])
 
 
+def test_rollouts_drive_the_target_environment(tiny) -> None:
+    """The rollout engine plays oracles through the target: messages to the guest are answered by
+    the guest as plain user turns, and the episode ends when the guest leaves."""
+    from test_rollout import ScriptedBackend
+
+    from tracegym.generation import SamplingConfig
+    from tracegym.rollout import run_episodes
+
+    env = make_target()
+    seeds = [first_of("cancel_reservation", "ok"), first_of("change_room", "decline"), first_of("policy_exception")]
+    scripts = {env.task(seed).request: env.oracle(seed) for seed in seeds}
+    episodes = run_episodes(ScriptedBackend(tiny[1], scripts), make_target, seeds, 1, SamplingConfig(max_new_tokens=None))
+    assert [(e.reward, e.info["finish"]) for e in episodes] == [(1.0, "answer")] * 3
+    assert [m.content for m in episodes[1].messages if m.role == "user"][-1] == "No, please leave it as it is."
+    assert episodes[2].messages[-2].content == env.task(seeds[2]).pushback
+
+
 # -- tools --------------------------------------------------------------------------------------
 
 
