@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tracegym.analysis.attribution import FailureSource, attribute_deterministic, merge_judged, split
 from tracegym.analysis.catalogue import catalogue_for
-from tracegym.analysis.contrast import GoldChange, TaskContrast, contrast, failing_for_every_agent, gold_changes, task_key
+from tracegym.analysis.contrast import TaskContrast, contrast, failing_for_every_agent, task_key
 from tracegym.analysis.detectors import label_deterministic
 from tracegym.analysis.judge import JudgeResult, LLMJudge
 from tracegym.analysis.llm_client import ChatClient
@@ -32,7 +32,6 @@ class Diagnosis:
     labels: list[Label]
     sources: dict[str, FailureSource]
     contrasts: list[TaskContrast]
-    gold_changed: dict[str, GoldChange]
     judge: dict[str, JudgeResult] = field(default_factory=dict)
     proposed: list[Capability] = field(default_factory=list)
 
@@ -64,15 +63,26 @@ def counted_outcomes(trajectories: list[Trajectory], sources: dict[str, FailureS
     }
 
 
+def benchmark_blamed(trajectories: list[Trajectory], sources: dict[str, FailureSource]) -> list[dict]:
+    """Failures attributed to the benchmark, one entry per (task, reason) with how many failures."""
+    keys = {t.id: task_key(t) for t in trajectories}
+    grouped: dict[tuple[str, str], list[FailureSource]] = {}
+    for found in sources.values():
+        if found.source == "benchmark":
+            grouped.setdefault((keys[found.trajectory_id], found.reason), []).append(found)
+    return [{"task": task, "reason": reason, "failures_attributed_to_benchmark": len(members),
+             "evidence": members[0].evidence.quote if members[0].evidence else ""}
+            for (task, reason), members in sorted(grouped.items())]
+
+
 def diagnose(trajectories: list[Trajectory], inputs: list[Path], params: SelectionConfig = SelectionConfig(k=1, n=1),
              judge: LLMJudge | None = None, proposer: ChatClient | None = None, count_all_failures: bool = False,
              progress: bool = False) -> Diagnosis:
-    """Run the whole analysis; `inputs` are the paths the trajectories came from (used to find
-    the reference task sets beside them)."""
+    """Run the whole analysis; `inputs` are the paths the trajectories came from (recorded in the
+    report; labels and attributions depend on each run alone)."""
     capabilities = catalogue_for({t.source.benchmark for t in trajectories})
     contrasts = contrast(trajectories)
-    changed = gold_changes(trajectories, inputs)
-    sources = attribute_deterministic(trajectories, changed)
+    sources = attribute_deterministic(trajectories)
     judged: dict[str, JudgeResult] = {}
     proposed: list[Capability] = []
     if proposer is not None:
@@ -87,15 +97,7 @@ def diagnose(trajectories: list[Trajectory], inputs: list[Path], params: Selecti
     else:
         labels = label_deterministic(trajectories, capabilities, progress=progress)
     report = select(capabilities, labels, counted_outcomes(trajectories, sources, count_all_failures), params)
-    keys = {t.id: task_key(t) for t in trajectories}
-    by_task: dict[str, int] = {}
-    for found in sources.values():
-        if found.source == "benchmark":
-            by_task[keys[found.trajectory_id]] = by_task.get(keys[found.trajectory_id], 0) + 1
-    report.possible_benchmark_errors = failing_for_every_agent(trajectories) + [
-        {"task": key, "reason": change.reason, "failures_attributed_to_benchmark": by_task.get(key, 0)}
-        for key, change in sorted(changed.items())
-    ]
+    report.possible_benchmark_errors = failing_for_every_agent(trajectories) + benchmark_blamed(trajectories, sources)
     report.failure_sources = split(sources)
     report.inputs = [str(p) for p in inputs]
     report.params.update({
@@ -111,4 +113,4 @@ def diagnose(trajectories: list[Trajectory], inputs: list[Path], params: Selecti
             **{f"{name}_{key}": getattr(result, key) for name, result in judged.items()
                for key in ("calls", "retried", "malformed")},
         }
-    return Diagnosis(report, trajectories, labels, sources, contrasts, changed, judged, proposed)
+    return Diagnosis(report, trajectories, labels, sources, contrasts, judged, proposed)
