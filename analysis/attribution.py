@@ -59,16 +59,16 @@ def attribute(trajectory: Trajectory) -> FailureSource:
     if broken:
         action = broken[0].action
         return _deterministic(tid, "benchmark", "gold action breaks the policy",
-                              evidence(None, f"gold {render(action.get('name', ''), action.get('arguments') or {})}: "
-                                             f"{broken[0].finding.text}"))
+                              evidence(None, f"{broken[0].finding.text}; gold "
+                                             f"{render(action.get('name', ''), action.get('arguments') or {})}"))
     if (left := checks.user_left_early(conversation)) is not None:
         return _deterministic(tid, "user_simulator", "the user simulator stopped before the agent could act",
                               evidence(left.index, left.text))
     if gaps and all(g.kind == "followed_user" for g in gaps):
         action = gaps[0].action
         return _deterministic(tid, "user_simulator", "the agent did what the user asked, which differs from the gold",
-                              evidence(None, f"gold {render(action.get('name', ''), action.get('arguments') or {})}; the "
-                                             "agent's differing values were the user's own words"))
+                              evidence(None, "the agent's values that differ from the gold were the user's own words; "
+                                             f"gold {render(action.get('name', ''), action.get('arguments') or {})}"))
     return FailureSource(trajectory_id=tid, source="agent", reason="no other cause established")
 
 

@@ -13,14 +13,13 @@ of evidence are those of the τ² Results `messages[]` (ingest keeps them one to
 aggregates are printed; `--items` lists per-trajectory disagreements and is refused on the test
 half, so that the detectors are never tuned to its items.
 
-    python benchmarks/diagnosis_agreement.py [--split tune|test] [--items] [--judge-url URL]
+    python benchmarks/diagnosis_agreement.py [--split tune|test] [--items] [--judge-url URL [--judge-runs N] ...]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from collections import Counter
@@ -29,9 +28,12 @@ from pathlib import Path
 
 from tracegym.analysis.catalogue import catalogue_for
 from tracegym.analysis.contrast import task_key
-from tracegym.analysis.diagnose import Diagnosis, diagnose
+from tracegym.analysis.diagnose import DiagnoseConfig, Diagnosis, diagnose
 from tracegym.analysis.ingest import ingest_paths
-from tracegym.analysis.selection import Outcome, SelectionConfig, select
+from tracegym.analysis.judge import JudgeConfig, LLMJudge
+from tracegym.analysis.llm_client import OpenAIChatClient
+from tracegym.analysis.selection import Outcome, SelectionConfig, majority, select
+from tracegym.config import add_config_arguments, resolve_config
 from tracegym.schema import Evidence, Label, LabelValue, Trajectory
 
 REPO = Path(__file__).resolve().parents[1]
@@ -92,26 +94,20 @@ def reference_selection(items: list[Item]) -> list[str]:
     outcomes = {i.trajectory.id: Outcome(task_key(i.trajectory), i.trajectory.success) for i in items
                 if i.trajectory.success or i.entry["failure_source"] == "agent"}
     capabilities = catalogue_for({i.trajectory.source.benchmark for i in items})
-    return select(capabilities, reference_labels(items), outcomes, SelectionConfig(k=1, n=1, bootstrap=0)).selected
+    return select(capabilities, reference_labels(items), outcomes, SelectionConfig(bootstrap=0)).selected
 
 
-def run_labeller(items: list[Item], args: argparse.Namespace) -> Diagnosis:
-    """`diagnose` over the items' trajectories, given the run files they came from as inputs."""
+def run_labeller(items: list[Item], judge: JudgeConfig) -> Diagnosis:
+    """`diagnose` over the items' trajectories (the judge's labels when `judge.url` is set)."""
     trajectories = [i.trajectory for i in items]
     inputs = sorted({Path(i.trajectory.source.file) for i in items})
-    if not args.judge_url:
-        return diagnose(trajectories, inputs, SelectionConfig(k=1, n=1, bootstrap=0))
-    from tracegym.analysis.judge import LLMJudge
-    from tracegym.analysis.llm_client import OpenAIChatClient
-
-    judge = LLMJudge(OpenAIChatClient(args.judge_url, args.judge_model), runs=args.judge_runs)
-    k = max(1, math.ceil(0.8 * args.judge_runs))
-    return diagnose(trajectories, inputs, SelectionConfig(k=k, n=args.judge_runs, bootstrap=0), judge=judge)
+    config = DiagnoseConfig(selection=SelectionConfig(bootstrap=0), judge=judge)
+    labeller = LLMJudge(OpenAIChatClient(judge.url, judge.model), judge) if judge.url else None
+    return diagnose(trajectories, inputs, config, judge=labeller)
 
 
 def voted_values(diagnosis: Diagnosis) -> dict[tuple[str, str], Label]:
-    from tracegym.analysis.selection import majority
-
+    """The labeller's label per (trajectory, capability), by majority over its runs."""
     return majority(diagnosis.labels)
 
 
@@ -157,11 +153,11 @@ def source_agreement(items: list[Item], diagnosis: Diagnosis) -> list[str]:
             + " | ".join(" ".join(f"{counts[(a, b)]:>2}" for b in SOURCES) for a in SOURCES)]
 
 
-def selection_agreement(items: list[Item], args: argparse.Namespace) -> tuple[list[str], bool]:
+def selection_agreement(items: list[Item], judge: JudgeConfig) -> tuple[list[str], bool]:
     lines, all_match = [], True
     groups = {d: [i for i in items if i.domain == d] for d in sorted({i.domain for i in items})}
     for name, members in [*groups.items(), ("overall", items)]:
-        labeller = run_labeller(members, args).report.selected
+        labeller = run_labeller(members, judge).report.selected
         reference = reference_selection(members)
         match = sorted(labeller) == sorted(reference)
         all_match &= match
@@ -193,10 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--split", choices=("tune", "test"), default="test", help="half of the reference (default test)")
     parser.add_argument("--items", action="store_true", help="list per-trajectory disagreements (tune half only)")
-    parser.add_argument("--judge-url", help="measure the LLM judge at this OpenAI-compatible endpoint instead")
-    parser.add_argument("--judge-model", default="judge", help="model name sent to the judge endpoint")
-    parser.add_argument("--judge-runs", type=int, default=10, help="judge labelling runs N (K = 80%% of N)")
+    add_config_arguments(parser, JudgeConfig)
     args = parser.parse_args(argv)
+    judge = resolve_config(JudgeConfig, args)
     if args.items and args.split != "tune":
         parser.error("--items is for the tune half only: the test half is read through aggregates")
     data = data_root()
@@ -204,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"skipped: {data / 'tau2' / 'results'} is absent (set TRACEGYM_SHARED_DATA)")
         return 0
     items = load_items(args.split, data)
-    diagnosis = run_labeller(items, args)
+    diagnosis = run_labeller(items, judge)
     voted = voted_values(diagnosis)
     names = list(items[0].entry["labels"])
     failures = sum(not i.trajectory.success for i in items)
@@ -216,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"evidence at the reader's message: {hits}/{total} LACKING agreements")
     for line in source_agreement(items, diagnosis):
         print(line)
-    lines, _ = selection_agreement(items, args)
+    lines, _ = selection_agreement(items, judge)
     for line in lines:
         print(line)
     if args.items:
