@@ -37,13 +37,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def load(paths: list[Path], keep_going: bool) -> IngestResult:
     """Trajectories from raw runs and ingested trajectories.jsonl files alike (through `ingest_paths`);
-    with `keep_going` every skipped record is printed, one line each."""
+    every skipped record (with `keep_going`) and every walked file that is not a run is printed,
+    one line each."""
     try:
         result = ingest_paths(paths, keep_going=keep_going)
     except IngestError as error:
         raise UserError(f"{error} (use --keep-going to skip it and diagnose the rest)") from None
     for line in format_skipped(result):
         print(line)
+    if result.ignored:
+        print(f"\nignored files, not runs ({len(result.ignored)}):")
+        for item in result.ignored:
+            print(f"  {item.path}: {item.reason}")
     return result
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from tracegym.analysis.ingest import chat_jsonl, mini_swe, openhands, tau2, tau_v1, trajectories
+from tracegym.analysis.ingest import chat_jsonl, mini_swe, openhands, swebench_experiments, tau2, tau_v1, trajectories
 from tracegym.analysis.ingest.common import Batch, InputFile
 
 
@@ -42,8 +42,9 @@ class RunFolderFormat(FileFormat, Protocol):
     def read_run(self, path: Path) -> Batch: ...
 
 
-# tracegym's own trajectories.jsonl before chat JSONL: its lines also hold `messages`.
-REGISTRY: tuple[FileFormat, ...] = (tau2, tau_v1, mini_swe, openhands, trajectories, chat_jsonl)
+# tracegym's own trajectories.jsonl before chat JSONL: its lines also hold `messages`; an experiments
+# submission folder before a mini-swe-agent one: it too can hold trajs/ beside logs/.
+REGISTRY: tuple[FileFormat, ...] = (tau2, tau_v1, swebench_experiments, mini_swe, openhands, trajectories, chat_jsonl)
 RUN_FOLDER_FORMATS: tuple[RunFolderFormat, ...] = tuple(f for f in REGISTRY if hasattr(f, "is_run_dir"))
 FORMATS: tuple[str, ...] = tuple(f.FORMAT for f in REGISTRY)
 
