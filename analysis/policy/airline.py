@@ -236,8 +236,10 @@ def _unread_reservation_claims(conversation: Conversation) -> Iterator[Finding]:
     """Describing a reservation (route, dates) that was never read."""
     known = {str(r) for _, obj in conversation.records("reservations") for r in obj.get("reservations") or []}
     for index, text in conversation.texts("assistant"):
+        if not _ROUTE_OR_DATE.search(text):
+            continue
         for rid in sorted(known):
-            if mentions(text, rid) and reservation(conversation, rid, index) is None and _ROUTE_OR_DATE.search(text):
+            if mentions(text, rid) and reservation(conversation, rid, index) is None:
                 yield Finding("structured_data_reasoning", index, f"describes reservation {rid} without having read it: {text}")
                 return
 

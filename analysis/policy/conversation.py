@@ -9,12 +9,13 @@ the simulation's `messages[]` (ingest keeps them one to one).
 from __future__ import annotations
 
 import copy
-import json
 import re
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
 from typing import Any, Iterator
+
+import orjson
 
 from tracegym.schema import Trajectory
 
@@ -35,8 +36,8 @@ _HUMAN = re.compile(r"\b(human|real person|live (?:agent|person)|representative|
 def parse_output(text: str) -> Any:
     """A tool result as JSON when it is JSON, else its text."""
     try:
-        return json.loads(text)
-    except (ValueError, TypeError):
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
         return text
 
 
@@ -79,6 +80,11 @@ def mentions(text: str, value: Any) -> bool:
     before = r"(?<![\w.])" if re.match(r"\w", token) else ""
     after = r"(?!\d|\.\d)" if re.fullmatch(r"\d+(?:\.\d+)?", token) else r"(?!\w)" if re.search(r"\w$", token) else ""
     return re.search(before + re.escape(token) + after, text.lower().replace("#", "")) is not None
+
+
+def normal(text: str) -> str:
+    """`text` lower-cased with markdown emphasis dropped and spacing collapsed, for finding a sentence."""
+    return " ".join(re.sub(r"[*_`#]", "", text).lower().split())
 
 
 def is_closing(text: str) -> bool:
@@ -125,9 +131,15 @@ class Conversation:
     def after(self, actions: list[dict[str, Any]]) -> "Conversation":
         """This conversation with `actions` (the gold actions before the one being checked) taken as
         done; rule modules read records through them (a gold cabin change, then a gold cancellation)."""
+        self._by_key, self._first_seen  # computed once, shared by the views
         view = copy.copy(self)
         view.prior = tuple(actions)
         return view
+
+    @cached_property
+    def policy(self) -> str:
+        """The run's policy text, lower-cased, markup dropped, spacing collapsed ("" when none was recorded)."""
+        return normal(self.trajectory.metadata.get("policy") or "")
 
     @cached_property
     def now(self) -> datetime | None:
@@ -172,11 +184,29 @@ class Conversation:
     def _outputs(self) -> list[tuple[int, Any]]:
         return [(c.result_index, c.output) for c in self.calls if c.result_index is not None and not c.error]
 
+    @cached_property
+    def _first_seen(self) -> dict[str, int]:
+        """{token of a scalar in a tool result: the index of the first result holding it}."""
+        first: dict[str, int] = {}
+        for at, output in self._outputs:
+            for value in flatten(output):
+                first.setdefault(_token(value), at)
+        return first
+
+    @cached_property
+    def _by_key(self) -> dict[str, list[tuple[int, dict]]]:
+        """{key: (result index, object) for every object in the tool results holding that key}, in order."""
+        found: dict[str, list[tuple[int, dict]]] = {}
+        for at, output in self._outputs:
+            for obj in objects(output):
+                for key in obj:
+                    found.setdefault(key, []).append((at, obj))
+        return found
+
     def seen_in_outputs(self, value: Any, stop: int | None = None) -> bool:
         """Whether `value` occurs in a tool result before message `stop`."""
-        token = _token(value)
-        return bool(token) and any(_token(v) == token for at, output in self._outputs
-                                   if stop is None or at < stop for v in flatten(output))
+        at = self._first_seen.get(_token(value))
+        return bool(_token(value)) and at is not None and (stop is None or at < stop)
 
     def seen(self, value: Any, stop: int) -> bool:
         """Whether `value` occurs anywhere in the conversation before message `stop`."""
@@ -184,8 +214,7 @@ class Conversation:
 
     def records(self, key: str, stop: int | None = None) -> list[tuple[int, dict]]:
         """(result index, object) for every object holding `key` in the tool results before `stop`."""
-        return [(at, obj) for at, output in self._outputs if stop is None or at < stop
-                for obj in objects(output) if key in obj]
+        return [(at, obj) for at, obj in self._by_key.get(key, ()) if stop is None or at < stop]
 
     def record(self, key: str, value: Any, stop: int | None = None, first: bool = False,
                with_key: str | None = None) -> dict | None:

@@ -11,11 +11,10 @@ so a run under a different policy falls back to the generic checks.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
-from tracegym.analysis.policy.conversation import Call, Conversation
+from tracegym.analysis.policy.conversation import Call, Conversation, normal
 
 TRANSFER = "transfer_to_human_agents"
 _WRITE_PREFIXES = ("book", "cancel", "update", "modify", "return", "exchange", "send", "create", "delete", "set", "add",
@@ -52,10 +51,6 @@ class ConversationRule:
     check: Callable[[Conversation], Iterable[Finding]]
 
 
-def _normal(text: str) -> str:
-    return " ".join(re.sub(r"[*_`#]", "", text).lower().split())
-
-
 @dataclass(frozen=True)
 class Domain:
     """A domain's executable policy. `confirmation(call, conversation)` lists what the agent must
@@ -83,8 +78,7 @@ class Domain:
 
     def applies(self, conversation: Conversation, policy: str) -> bool:
         """Whether the run's policy holds the sentence a rule implements (or no policy was recorded)."""
-        text = conversation.trajectory.metadata.get("policy") or ""
-        return not text.strip() or _normal(policy) in _normal(text)
+        return not conversation.policy or normal(policy) in conversation.policy
 
     def check_action(self, conversation: Conversation, name: str, arguments: dict[str, Any], before: int) -> list[Finding]:
         """Every policy rule the write `name(arguments)` breaks, given what was read before `before`."""
