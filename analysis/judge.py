@@ -14,8 +14,7 @@ from __future__ import annotations
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import ClassVar
-from typing import Callable, Literal, TypeVar
+from typing import Callable, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from tqdm import tqdm

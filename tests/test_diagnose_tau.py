@@ -162,6 +162,19 @@ def test_writes_need_an_explicit_yes_to_their_details_and_a_read_record() -> Non
     assert "without reading it first" in quotes(unread.trajectory([cancel("ABC123")], [True]), "precondition_verification")
 
 
+def test_a_failed_write_counts_when_it_mattered_and_a_solo_run_needs_no_yes() -> None:
+    bags = {"reservation_id": "ABC123", "total_baggages": 1, "nonfree_baggages": 0, "payment_id": "credit_card_1"}
+    run = (looked_up("ABC123").say("Add 1 checked bag to ABC123 for free?").user("yes")
+           .call("update_reservation_baggages", "Error: reservation is locked", error=True, **bags))
+    gold = [{"name": "update_reservation_baggages", "arguments": bags}]
+    assert "failed write, never redone" in quotes(run.trajectory(gold, [True], success=False), "precondition_verification")
+    assert values(run.trajectory(gold, [True], success=True))["precondition_verification"] == P  # it did not matter
+    solo = Run()
+    solo.messages = [m for m in looked_up("ABC123").messages if m.role != "user"]
+    solo.call("update_reservation_baggages", booking("ABC123", bags=1), **bags)
+    assert values(solo.trajectory(gold, [True], success=True))["precondition_verification"] == P  # nobody to ask
+
+
 def test_cancellation_follows_the_policy_conditions() -> None:
     def cancelled(user_text: str, **record) -> dict[str, LabelValue]:
         run = (Run().user(user_text).call("get_user_details", USER, user_id="ana_1")
@@ -208,6 +221,9 @@ def test_transfers_are_judged_by_the_users_request_not_by_gold() -> None:
 
     assert transferred("Please connect me to a human agent.") == P
     assert transferred("What is my balance?") == L
+    expected = (looked_up("ABC123").user("My SIM is locked.").call("transfer_to_human_agents", "Transfer successful", summary="x")
+                .trajectory([{"name": "transfer_to_human_agents", "arguments": {"summary": "x"}}], [True], success=True))
+    assert values(expected)["policy_compliance"] == P  # the task itself calls for the transfer
 
 
 def test_the_user_stopping_before_the_agent_could_act_is_the_user_simulators() -> None:

@@ -21,7 +21,7 @@ from tracegym.analysis.policy.conversation import STOP_TOKENS, Call, Conversatio
 from tracegym.analysis.policy.domain import TRANSFER, Domain, Finding
 
 LOOPING_TERMINATIONS = {"max_steps", "too_many_errors", "timeout", "context_window_exceeded"}
-REPEAT_LIMIT = 3  # identical calls (same name and arguments) counted as a loop from this many on
+REPEAT_LIMIT = 3  # identical calls (same name and arguments) in a row counted as a loop from this many on
 _REFUSAL = re.compile(r"\b(?:polic(?:y|ies)|not (?:allowed|permitted|eligible)|isn'?t (?:allowed|permitted|eligible)|"
                       r"against (?:the|our) rules)\b", re.IGNORECASE)
 _ARGUMENT_ERROR = re.compile(r"not found|invalid|does not exist|no such|unknown|format|missing|required", re.IGNORECASE)
@@ -43,8 +43,9 @@ def _leaves(value: Any, key: str = "") -> Iterator[tuple[str, Any]]:
 @dataclass(frozen=True)
 class Gap:
     """A missed gold action and what the run shows about it: `kind` is one of "breaks_policy",
-    "followed_user", "data", "argument", "refused", "transfer", "not_done"; `finding` the capability
-    finding it gives the agent, or for "breaks_policy" how the gold breaks the policy."""
+    "followed_user", "attempted" (the same call was made), "data", "argument", "refused", "transfer",
+    "not_done"; `finding` the capability finding it gives the agent, or for "breaks_policy" how the
+    gold breaks the policy."""
 
     action: dict[str, Any]
     kind: str
@@ -101,8 +102,10 @@ def _argument_gap(conversation: Conversation, domain: Domain, action: dict, call
     wrong = _differing(action, call.arguments)
     shown = ", ".join(f"{k}={call.arguments.get(k)!r} (gold {expected.get(k)!r})" for k in wrong)
     text = f"{call.name}: {shown}; call {render(call.name, call.arguments)}"
+    if not wrong:  # the same call was made (and failed, or was graded on keys we do not see): nothing to blame here
+        return Gap(action, "attempted", None)
     followed = [k for k in wrong if _user_chose(conversation, domain, call.arguments.get(k), expected.get(k), call.index)]
-    if wrong and len(followed) == len(wrong):
+    if len(followed) == len(wrong):
         return Gap(action, "followed_user", None)
     rest = [k for k in wrong if k not in followed]
     partial = [k for k in rest if isinstance(call.arguments.get(k), list) and isinstance(expected.get(k), list)
@@ -197,12 +200,16 @@ def user_left_early(conversation: Conversation) -> Finding | None:
 
 
 def loops(conversation: Conversation) -> Iterator[Finding]:
-    counts = Counter((c.name, canonical(c.arguments)) for c in conversation.agent_calls)
-    for call in conversation.agent_calls:
-        key = (call.name, canonical(call.arguments))
-        if counts[key] >= REPEAT_LIMIT:
-            yield Finding("tool_calling_precision", call.index, f"same call {counts[key]} times: {render(call.name, call.arguments)}")
-            counts[key] = 0
+    """The same call (name and arguments) made REPEAT_LIMIT or more times in a row, nothing between."""
+    calls = conversation.agent_calls
+    start = 0
+    for end in range(1, len(calls) + 1):
+        if end < len(calls) and (calls[end].name, canonical(calls[end].arguments)) == (calls[start].name, canonical(calls[start].arguments)):
+            continue
+        if end - start >= REPEAT_LIMIT:
+            yield Finding("tool_calling_precision", calls[start].index,
+                          f"same call {end - start} times in a row: {render(calls[start].name, calls[start].arguments)}")
+        start = end
 
 
 def invented_identifiers(conversation: Conversation, domain: Domain) -> Iterator[Finding]:
@@ -219,13 +226,16 @@ def invented_identifiers(conversation: Conversation, domain: Domain) -> Iterator
                 break
 
 
-def failed_writes(conversation: Conversation, domain: Domain) -> Iterator[Finding]:
-    """Writes that failed and were never redone on the same record: a bad argument (not found,
-    invalid) is imprecision, a refusal by the system's state (wrong order status, low balance)
-    a precondition the agent did not verify; a write a policy rule already explains is left to it."""
+def failed_writes(conversation: Conversation, domain: Domain, gaps: list[Gap]) -> Iterator[Finding]:
+    """Writes that failed, were never redone on the same record, and mattered: the run failed, or a
+    gold action of the same tool was missed. A bad argument (not found, invalid) is
+    imprecision, a refusal by the system's state (wrong order status, low balance) a precondition
+    the agent did not verify. A write a policy rule already explains is left to it."""
+    undone = {g.action.get("name") for g in gaps if g.kind != "breaks_policy"}
+    mattered = not conversation.trajectory.success
     calls = conversation.agent_calls
     for position, call in enumerate(calls):
-        if call.error and domain.is_write(call.name) and not any(
+        if call.error and (mattered or call.name in undone) and domain.is_write(call.name) and not any(
                 c.name == call.name and not c.error and record_of(domain, c.arguments) == record_of(domain, call.arguments)
                 for c in calls[position + 1:]) and not domain.check_action(conversation, call.name, call.arguments, call.index):
             capability = "tool_calling_precision" if _ARGUMENT_ERROR.search(str(call.output)) else "precondition_verification"
@@ -234,7 +244,10 @@ def failed_writes(conversation: Conversation, domain: Domain) -> Iterator[Findin
 
 
 def unconfirmed_writes(conversation: Conversation, domain: Domain) -> Iterator[Finding]:
-    if not domain.confirmation_policy or not domain.applies(conversation, domain.confirmation_policy):
+    """Writes the policy wants confirmed, made without the user's yes to their details (a run with
+    no user to ask, a solo run, needs none)."""
+    if (not domain.confirmation_policy or not domain.applies(conversation, domain.confirmation_policy)
+            or not conversation.texts("user")):
         return
     for call in conversation.agent_calls:
         details = domain.confirmation(call, conversation) if domain.is_write(call.name) and not call.error else None
@@ -264,12 +277,14 @@ def policy_writes(conversation: Conversation, domain: Domain) -> Iterator[Findin
 
 
 def transfers(conversation: Conversation, gaps: list[Gap]) -> Iterator[Finding]:
-    """A transfer the user never asked for, or one made while allowed work the task needed was left undone."""
+    """A transfer nobody asked for (the user did not, the gold does not make one), or one made while
+    allowed work the task needed was left undone."""
     left = [g for g in gaps if g.kind in ("not_done", "refused", "argument", "data")]
+    expected = any(a.get("name") == TRANSFER for a in conversation.trajectory.diagnostics.get("gold_actions") or [])
     for call in conversation.agent_calls:
         if call.name != TRANSFER:
             continue
-        if not asks_for_human(conversation.user_text(call.index)):
+        if not (expected or asks_for_human(conversation.user_text(call.index))):
             yield Finding("policy_compliance", call.index, f"transfer the user did not ask for: {render(call.name, call.arguments)}")
         elif left and not conversation.trajectory.success:
             yield Finding("policy_compliance", call.index, f"transfer with work the policy allows left undone "

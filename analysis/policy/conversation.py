@@ -30,7 +30,8 @@ _CLOSING = re.compile(r"anything else|further (?:assistance|questions)|have a (?
 _NOW = re.compile(r"current time is (\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})")
 _ASKS = re.compile(r"\b(confirm|shall i|would you like|do you want|let me know|reply with)\b", re.IGNORECASE)
 _HUMAN = re.compile(r"\b(human|real person|live (?:agent|person)|representative|supervisor|manager|someone else|"
-                    r"transfer me)\b|###TRANSFER###", re.IGNORECASE)
+                    r"(?:speak|talk) (?:to|with) (?:someone|a person|another agent)|escalat\w*|transfer me)\b|###TRANSFER###",
+                    re.IGNORECASE)
 
 
 def parse_output(text: str) -> Any:
@@ -67,11 +68,11 @@ def objects(value: Any) -> Iterator[dict]:
 def _token(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    return str(value).strip().lower().lstrip("#")
+    return " ".join(str(value).lower().split()).lstrip("#")
 
 
 def mentions(text: str, value: Any) -> bool:
-    """Whether `value` occurs in `text` as a whole token (case-insensitive; "#W1" and "W1" alike;
+    """Whether `value` occurs in `text` as a whole token (case and kinds of space ignored; "#W1" and "W1" alike;
     a number may carry a unit, "2GB", but is not found inside a longer number, 2 not in 2024;
     a token that starts or ends with a symbol, "$" or "/gb", is matched there without a boundary)."""
     token = _token(value)
@@ -79,7 +80,7 @@ def mentions(text: str, value: Any) -> bool:
         return False
     before = r"(?<![\w.])" if re.match(r"\w", token) else ""
     after = r"(?!\d|\.\d)" if re.fullmatch(r"\d+(?:\.\d+)?", token) else r"(?!\w)" if re.search(r"\w$", token) else ""
-    return re.search(before + re.escape(token) + after, text.lower().replace("#", "")) is not None
+    return re.search(before + re.escape(token) + after, " ".join(text.lower().replace("#", "").split())) is not None
 
 
 def normal(text: str) -> str:

@@ -19,6 +19,8 @@ PENDING_ONLY = frozenset({"cancel_pending_order", "modify_pending_order_address"
 DELIVERED_ONLY = frozenset({"return_delivered_order_items", "exchange_delivered_order_items"})
 ONCE_PER_ORDER = frozenset({"modify_pending_order_items", "exchange_delivered_order_items"})
 WRITES = PENDING_ONLY | DELIVERED_ONLY | {"modify_user_address"}
+ALL_ITEMS = ("all items", "all the items", "all of the items", "every item", "everything")  # how a whole-order return is named
+ORIGINAL_PAYMENT = ("original payment method", "original payment", "same payment method")
 
 
 def order(conversation: Conversation, order_id: Any, before: int, first: bool = False) -> dict | None:
@@ -118,7 +120,8 @@ def confirmation(call: Call, conversation: Conversation) -> list[tuple[Any, ...]
     elif call.name in ONCE_PER_ORDER:
         return [(item, *describe(conversation, item)) for item in arguments.get("new_item_ids") or []]
     elif call.name == "return_delivered_order_items":
-        details += [(item, *describe(conversation, item)) for item in arguments.get("item_ids") or []]
+        details += [(item, *describe(conversation, item), *ALL_ITEMS) for item in arguments.get("item_ids") or []]
+        pay += ORIGINAL_PAYMENT
     elif call.name != "modify_pending_order_payment":
         return None
     return details + ([pay] if pay else [])
