@@ -1,11 +1,17 @@
 """Failure-source attribution: agent, user simulator, or benchmark, from the run itself.
 
-Nothing outside the run is consulted (no task file found beside the inputs, no list of known
-corrections), so a run gets the same attribution whatever else is diagnosed with it. In order:
+Only the run itself is read (its own gold actions, tool results and messages) and the table of
+the benchmark's own gold corrections that ships with the package, keyed by action content; no task
+file is looked up beside the inputs, so a run gets the same attribution whatever else is
+diagnosed with it. In order:
 - benchmark: the run has no grade (reward None: an infrastructure error); or a gold action the
   run missed breaks the run's own domain policy given what the run's tool results showed (a
   cancellation the policy forbids, a baggage fee against the allowance, a refund to a method the
-  policy excludes, a date of birth the profile contradicts); the gold was checked, not trusted;
+  policy excludes, a date of birth the profile contradicts), or is one the benchmark corrected in
+  a later task set, or the agent did what the corrected set expects (`policy.corrections`, keyed
+  by the action's content, so a run graded on the corrected set is not blamed); the gold was
+  checked, not trusted. A gold action that breaks the policy outranks the user simulator's early
+  stop below (the run could not have passed anyway); a merely corrected one does not;
 - user simulator: the run ended with `user_error`; or the simulated user's stop token ended the
   run before the agent could act (as its first words, with a yes to the agent's proposal, or
   alone while the agent awaited an answer; a closing "anything else?" awaits none); or every
@@ -23,7 +29,7 @@ from pydantic import BaseModel
 
 from tracegym.analysis.catalogue import benchmark_family
 from tracegym.analysis.detectors import evidence, render
-from tracegym.analysis.policy import checks, domain_for
+from tracegym.analysis.policy import checks, corrections, domain_for
 from tracegym.analysis.policy.conversation import Conversation
 from tracegym.schema import Evidence, Trajectory
 
@@ -44,6 +50,13 @@ def _deterministic(trajectory_id: str, source: Source, reason: str, found: Evide
     return FailureSource(trajectory_id=trajectory_id, source=source, reason=reason, evidence=found, method="deterministic")
 
 
+def _gold_at_fault(trajectory_id: str, reason: str, gap: checks.Gap) -> FailureSource:
+    """The benchmark's failure, with what is wrong with the gold action first."""
+    action = gap.action
+    return _deterministic(trajectory_id, "benchmark", reason, evidence(
+        None, f"{gap.finding.text}; gold {render(action.get('name', ''), action.get('arguments') or {})}"))
+
+
 def attribute(trajectory: Trajectory) -> FailureSource:
     """The source of one failed trajectory's failure."""
     tid, last = trajectory.id, len(trajectory.messages) - 1 if trajectory.messages else None
@@ -57,13 +70,19 @@ def attribute(trajectory: Trajectory) -> FailureSource:
     gaps = checks.gold_gaps(conversation, domain)
     broken = [g for g in gaps if g.kind == "breaks_policy"]
     if broken:
-        action = broken[0].action
-        return _deterministic(tid, "benchmark", "gold action breaks the policy",
-                              evidence(None, f"{broken[0].finding.text}; gold "
-                                             f"{render(action.get('name', ''), action.get('arguments') or {})}"))
+        return _gold_at_fault(tid, "gold action breaks the policy", broken[0])
     if (left := checks.user_left_early(conversation)) is not None:
         return _deterministic(tid, "user_simulator", "the user simulator stopped before the agent could act",
                               evidence(left.index, left.text))
+    corrected = [g for g in gaps if g.kind == "corrected_gold"]
+    if corrected:
+        return _gold_at_fault(tid, "gold action corrected by the benchmark", corrected[0])
+    domain_name = str(trajectory.metadata.get("domain") or "")
+    right = [c for c in conversation.agent_calls if corrections.corrected_expects(domain_name, trajectory.task_id, c.name, c.arguments)]
+    if right:
+        return _deterministic(tid, "benchmark", "gold action corrected by the benchmark",
+                              evidence(right[0].index, f"the agent did what the corrected task set expects: "
+                                                       f"{render(right[0].name, right[0].arguments)}"))
     if gaps and all(g.kind == "followed_user" for g in gaps):
         action = gaps[0].action
         return _deterministic(tid, "user_simulator", "the agent did what the user asked, which differs from the gold",

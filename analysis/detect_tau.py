@@ -12,9 +12,10 @@ domains) turns what the conversation established into findings, each naming a ca
   the user did not ask for or one that leaves allowed work undone.
 Gold actions are evidence (see `policy.checks`). NA where the task does not need the capability:
 multi-step completion when no write was needed or made, precondition verification when neither
-gold nor agent writes (in domains whose requests need not involve one), data reasoning and
-tool-calling precision when the agent neither called a tool nor had one to call (judged from the
-task, so a run the user ended at once is not excused). Otherwise LACKING with a finding, else PRESENT.
+gold nor agent writes (in domains whose requests need not involve one), tool-calling precision
+when the agent neither called a tool nor had one to call (judged from the task, so a run the user
+ended at once is not excused), data reasoning then too and when all the task's work is the user's
+(gold actions only on the user's device) unless the agent misread data all the same. Otherwise LACKING with a finding, else PRESENT.
 """
 
 from __future__ import annotations
@@ -49,9 +50,11 @@ def _needed(conversation: Conversation, domain: Domain) -> dict[str, bool]:
     gold_writes = [a for a in gold if a.get("name") != TRANSFER and (domain.is_write(a.get("name", ""))
                                                                       or (a.get("requestor") or "assistant") != "assistant")]
     agent_writes = [c for c in conversation.agent_calls if domain.is_write(c.name) and not c.error]
-    called = bool(conversation.agent_calls) or any((a.get("requestor") or "assistant") == "assistant" for a in gold)
+    agents_work = any((a.get("requestor") or "assistant") == "assistant" for a in gold)
+    called = bool(conversation.agent_calls) or agents_work
+    users_work = any((a.get("requestor") or "assistant") != "assistant" for a in gold) and not agents_work
     return {
-        "structured_data_reasoning": called,
+        "structured_data_reasoning": called and not users_work,
         "multi_step_task_completion": bool(gold_writes or agent_writes),
         "precondition_verification": domain.preconditions_always or bool(agent_writes) or any(
             (a.get("requestor") or "assistant") == "assistant" for a in gold_writes),
@@ -69,5 +72,7 @@ def detect(trajectory: Trajectory) -> dict[str, Verdict]:
     verdicts = {}
     for name in CAPABILITIES:
         mine = [evidence(f.index, f.text) for f in found if f.capability == name]
-        verdicts[name] = Verdict.na() if not needed[name] else Verdict.lacking(mine) if mine else Verdict.present()
+        shown = mine and name == "structured_data_reasoning"  # data misread is shown even where none was needed
+        verdicts[name] = Verdict.lacking(mine) if shown else Verdict.na() if not needed[name] else (
+            Verdict.lacking(mine) if mine else Verdict.present())
     return verdicts

@@ -15,7 +15,7 @@ from tracegym.analysis.contrast import contrast, failing_for_every_agent
 from tracegym.analysis.detect_tau import detect
 from tracegym.analysis.diagnose import diagnose
 from tracegym.analysis.ingest import ingest_paths
-from tracegym.analysis.policy import airline
+from tracegym.analysis.policy import airline, corrections
 from tracegym.schema import LabelValue, Message, Source, ToolCall, Trajectory
 
 P, L, N = LabelValue.PRESENT, LabelValue.LACKING, LabelValue.NA
@@ -26,7 +26,8 @@ REPO = Path(__file__).resolve().parents[1]
 AIRLINE_POLICY = "\n".join(["The current time is 2024-05-15 15:00:00 EST.", airline.DOMAIN.confirmation_policy,
                             *(r.policy for r in airline.DOMAIN.action_rules + airline.DOMAIN.conversation_rules)])
 USER = {"user_id": "ana_1", "name": {"first_name": "Ana", "last_name": "Diaz"}, "dob": "1990-01-01", "membership": "regular",
-        "payment_methods": {"credit_card_1": {"source": "credit_card", "id": "credit_card_1", "brand": "visa", "last_four": "4321"}},
+        "payment_methods": {"credit_card_1": {"source": "credit_card", "id": "credit_card_1", "brand": "visa", "last_four": "4321"},
+                            "gift_card_9": {"source": "gift_card", "id": "gift_card_9", "amount": 100}},
         "reservations": ["ABC123", "XYZ789"]}
 
 
@@ -114,6 +115,30 @@ def test_a_dictated_value_is_the_users_choice_not_a_misread() -> None:
     assert source.source == "user_simulator" and "user's own words" in source.evidence.quote
     invented = address_change("90213")  # a value nobody said is the agent's own
     assert values(invented)["tool_calling_precision"] == L and attribute(invented).source == "agent"
+
+
+def test_a_payment_method_the_user_named_in_words_is_the_users_choice() -> None:
+    bags = {"reservation_id": "ABC123", "total_baggages": 3, "nonfree_baggages": 2, "payment_id": "credit_card_1"}
+    run = (looked_up("ABC123").user("Add three bags and charge my Visa.")
+           .say("I'll add 3 checked bags to ABC123: 2 cost $50 each on your visa 4321. Shall I?").user("yes")
+           .call("update_reservation_baggages", booking("ABC123", bags=3), **bags))
+    gold = [{"name": "update_reservation_baggages", "arguments": {**bags, "payment_id": "gift_card_9"}}]
+    assert attribute(run.trajectory(gold, [False])).source == "user_simulator"
+    assert values(run.trajectory(gold, [False]))["tool_calling_precision"] == P
+
+
+def test_data_reasoning_is_not_needed_where_all_the_work_is_on_the_users_device() -> None:
+    device = [{"name": "toggle_airplane_mode", "arguments": {}, "requestor": "user"}]
+    run = Run("telecom", policy="").user("No signal, my number is 555-123-2002.").call(
+        "get_customer_by_phone", {"customer_id": "C1", "line_ids": ["L2"]}, phone_number="555-123-2002")
+    trajectory = run.trajectory(device, [True], success=True)
+    trajectory.diagnostics["gold_actions"] = device
+    assert values(trajectory)["structured_data_reasoning"] == N
+    misread = Run("telecom", policy="").user("No signal, my number is 555-123-2002.").call(
+        "get_details_by_id", {"line_id": "L1", "phone_number": "555-123-2001", "status": "Active"}, id="L1").say(
+        "Your line is active.").trajectory(device, [True], success=True)
+    misread.diagnostics["gold_actions"] = device
+    assert values(misread)["structured_data_reasoning"] == L  # shown all the same
 
 
 def test_a_missed_action_is_paired_with_the_call_on_the_same_record() -> None:
@@ -282,7 +307,7 @@ def test_airline_selects_policy_capabilities_with_intervals(airline_runs) -> Non
 def test_airline_benchmark_blame_comes_from_gold_that_breaks_the_policy(airline_runs) -> None:
     trajectories, diagnosis = airline_runs
     blamed = [s for s in diagnosis.sources.values() if s.source == "benchmark"]
-    assert blamed and all(s.reason == "gold action breaks the policy" for s in blamed)
+    assert {s.reason for s in blamed} == {"gold action breaks the policy", "gold action corrected by the benchmark"}
     by_id = {t.id: t for t in trajectories}
     tasks = {by_id[s.trajectory_id].task_id for s in blamed}
     assert {"33", "37", "39", "44"} <= tasks  # gold against the bag allowance, flown or ineligible cancellations
@@ -316,3 +341,19 @@ def test_agreement_with_careful_reading_on_the_tune_half(shared_data: Path) -> N
     assert bench.kappa(sources) >= 0.7
     assert bench.kappa([("a", "a"), ("b", "b"), ("a", "b")]) == pytest.approx(0.4)
     assert bench.kappa([("a", "a"), ("a", "a")]) is None
+
+
+def test_gold_the_benchmark_corrected_blames_it_only_for_runs_graded_on_it(shared_data: Path) -> None:
+    domains = shared_data / "tau2" / "domains"
+    for domain in corrections.CORRECTIONS:
+        if not (domains / domain / "tasks_v0.2.0.json").is_file():
+            pytest.skip(f"{domains / domain} is absent")
+        old, new = (json.loads((domains / domain / name).read_text()) for name in ("tasks_v0.2.0.json", "tasks.json"))
+        assert corrections.corrections_between(old, new) == corrections.CORRECTIONS[domain]  # the table is the data's own diff
+    airline_old = {str(t["id"]): t for t in json.loads((domains / "airline" / "tasks_v0.2.0.json").read_text())}
+    stale = next(a for a in airline_old["9"]["evaluation_criteria"]["actions"]
+                 if corrections.fingerprint(a["name"], a["arguments"]) in corrections.CORRECTIONS["airline"]["9"]["stale"])
+    run = Run().user("cancel NQNU5R please").say("Could you tell me why?").user("Plans changed.")
+    old_gold = run.trajectory([stale], [False], task="9")
+    assert attribute(old_gold).reason == "gold action corrected by the benchmark"
+    assert attribute(run.trajectory([{**stale, "arguments": {"reservation_id": "OTHER1"}}], [False], task="9")).source == "agent"

@@ -1,7 +1,8 @@
 """The checks every τ-style domain shares, parameterised by its `Domain`, and the gold comparison.
 
 Gold actions are evidence, not truth: each missed gold action is first checked against the policy
-(a gold action the policy forbids blames the benchmark, not the agent), then paired with the
+and against the benchmark's own corrections (`corrections`: a gold action the policy forbids, or one
+the benchmark later corrected, blames the benchmark, not the agent), then paired with the
 agent's call of the same tool on the same record (never merely the first call of that name), and
 told apart as: a value the user dictated (the agent followed the user), a wrong value read from
 the data (structured data reasoning), a wrong or invented argument (tool-calling precision), a
@@ -17,8 +18,10 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from tracegym.analysis.detectors import canonical, render
+from tracegym.analysis.policy import corrections
 from tracegym.analysis.policy.conversation import STOP_TOKENS, Call, Conversation, asks_for_human, awaits_answer, is_affirmative, mentions
 from tracegym.analysis.policy.domain import TRANSFER, Domain, Finding
+from tracegym.analysis.policy.payments import describe_payment
 
 LOOPING_TERMINATIONS = {"max_steps", "too_many_errors", "timeout", "context_window_exceeded"}
 REPEAT_LIMIT = 3  # identical calls (same name and arguments) in a row counted as a loop from this many on
@@ -26,6 +29,7 @@ _REFUSAL = re.compile(r"\b(?:polic(?:y|ies)|not (?:allowed|permitted|eligible)|i
                       r"against (?:the|our) rules)\b", re.IGNORECASE)
 _ARGUMENT_ERROR = re.compile(r"not found|invalid|does not exist|no such|unknown|format|missing|required", re.IGNORECASE)
 GOLD_RULES = {"policy_compliance", "structured_data_reasoning"}  # findings that make a gold action break the policy
+GOLD_AT_FAULT = ("breaks_policy", "corrected_gold")
 
 
 def _leaves(value: Any, key: str = "") -> Iterator[tuple[str, Any]]:
@@ -43,9 +47,9 @@ def _leaves(value: Any, key: str = "") -> Iterator[tuple[str, Any]]:
 @dataclass(frozen=True)
 class Gap:
     """A missed gold action and what the run shows about it: `kind` is one of "breaks_policy",
-    "followed_user", "attempted" (the same call was made), "data", "argument", "refused", "transfer",
-    "not_done"; `finding` the capability finding it gives the agent, or for "breaks_policy" how the
-    gold breaks the policy."""
+    "corrected_gold", "followed_user", "attempted" (the same call was made), "data", "argument",
+    "refused", "transfer", "not_done"; `finding` the capability finding it gives the agent, or for
+    the two GOLD_AT_FAULT kinds what is wrong with the gold."""
 
     action: dict[str, Any]
     kind: str
@@ -53,7 +57,7 @@ class Gap:
 
     @property
     def blames_agent(self) -> bool:
-        return self.finding is not None and self.kind != "breaks_policy"
+        return self.finding is not None and self.kind not in GOLD_AT_FAULT
 
 
 def _gold(conversation: Conversation, domain: Domain) -> list[tuple[dict[str, Any], bool]]:
@@ -81,9 +85,11 @@ def record_of(domain: Domain, arguments: dict[str, Any]) -> tuple:
 
 
 def _words(conversation: Conversation, domain: Domain, value: Any) -> set[str]:
-    """A value's scalars and the words that describe them (a retail item's name and option values)."""
+    """A value's scalars and the words that describe them (a retail item's name and option values,
+    a payment method's brand and last four digits)."""
     scalars = [v for _, v in _leaves(value)]
-    return {str(w) for w in scalars + [w for v in scalars for w in domain.expand(conversation, v)]}
+    return {str(w) for w in scalars + [w for v in scalars for w in domain.expand(conversation, v)]
+            + [w for v in scalars for w in describe_payment(conversation, v)]}
 
 
 def _user_chose(conversation: Conversation, domain: Domain, chosen: Any, gold: Any, before: int) -> bool:
@@ -155,6 +161,10 @@ def gold_gaps(conversation: Conversation, domain: Domain) -> list[Gap]:
         if (action.get("requestor") or "assistant") != "assistant":
             gaps.append(Gap(action, "not_done", Finding("multi_step_task_completion", None,
                                                         f"step the user had to take was never reached: {render(name, arguments)}")))
+            continue
+        if corrections.stale(domain.name, conversation.trajectory.task_id, action):
+            gaps.append(Gap(action, "corrected_gold", Finding("policy_compliance", None, f"the benchmark corrected this gold "
+                                                              f"action in a later task set ({corrections.SOURCE})")))
             continue
         if broken := gold_violations(conversation, domain, action, [a for a, _ in gold]):
             gaps.append(Gap(action, "breaks_policy", broken[0]))
@@ -231,7 +241,7 @@ def failed_writes(conversation: Conversation, domain: Domain, gaps: list[Gap]) -
     gold action of the same tool was missed. A bad argument (not found, invalid) is
     imprecision, a refusal by the system's state (wrong order status, low balance) a precondition
     the agent did not verify. A write a policy rule already explains is left to it."""
-    undone = {g.action.get("name") for g in gaps if g.kind != "breaks_policy"}
+    undone = {g.action.get("name") for g in gaps if g.kind not in GOLD_AT_FAULT}
     mattered = not conversation.trajectory.success
     calls = conversation.agent_calls
     for position, call in enumerate(calls):
