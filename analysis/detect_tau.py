@@ -72,7 +72,7 @@ def detect(trajectory: Trajectory) -> dict[str, Verdict]:
     verdicts = {}
     for name in CAPABILITIES:
         mine = [evidence(f.index, f.text) for f in found if f.capability == name]
-        shown = mine and name == "structured_data_reasoning"  # data misread is shown even where none was needed
+        shown = bool(mine) and name == "structured_data_reasoning"  # a misread shows even where none was needed
         verdicts[name] = Verdict.lacking(mine) if shown else Verdict.na() if not needed[name] else (
             Verdict.lacking(mine) if mine else Verdict.present())
     return verdicts

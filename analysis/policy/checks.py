@@ -13,7 +13,6 @@ carried out (multi-step completion). A missed gold look-up is not a missed step.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -60,7 +59,7 @@ class Gap:
         return self.finding is not None and self.kind not in GOLD_AT_FAULT
 
 
-def _gold(conversation: Conversation, domain: Domain) -> list[tuple[dict[str, Any], bool]]:
+def _gold(conversation: Conversation) -> list[tuple[dict[str, Any], bool]]:
     """Each gold action and whether the run matched it: τ²'s action_checks when recorded, else ours."""
     checks = (conversation.trajectory.diagnostics.get("reward_info") or {}).get("action_checks")
     if checks:
@@ -127,9 +126,8 @@ def _argument_gap(conversation: Conversation, domain: Domain, action: dict, call
 
 def _refused(conversation: Conversation, domain: Domain, action: dict[str, Any]) -> int | None:
     """The agent message refusing the action on the policy's grounds and naming the record it changes."""
-    keys = [v for _, v in record_of(domain, action.get("arguments") or {})]
     values = [(action.get("arguments") or {}).get(k) for k, _ in record_of(domain, action.get("arguments") or {})]
-    if not keys:
+    if not values:
         return None
     for index, text in conversation.texts("assistant"):
         if _REFUSAL.search(text) and any(mentions(text, v) for v in values):
@@ -148,14 +146,13 @@ def gold_violations(conversation: Conversation, domain: Domain, action: dict[str
 
 def gold_gaps(conversation: Conversation, domain: Domain) -> list[Gap]:
     """What each missed gold write, transfer or user-side step shows (see the module docstring)."""
-    gold = _gold(conversation, domain)
+    gold = _gold(conversation)
     missed = [a for a, ok in gold if not ok and (domain.is_write(a.get("name", "")) or a.get("name") == TRANSFER
                                                   or (a.get("requestor") or "assistant") != "assistant")]
     writes = [c for c in conversation.agent_calls if domain.is_write(c.name) and not c.error]
     claimed = {id(c) for a, ok in gold if ok for c in writes
                if c.name == a.get("name") and record_of(domain, c.arguments) == record_of(domain, a.get("arguments") or {})}
     gaps = []
-    end = len(conversation.messages)
     for action in missed:
         name, arguments = action.get("name", ""), action.get("arguments") or {}
         if (action.get("requestor") or "assistant") != "assistant":
