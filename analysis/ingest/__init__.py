@@ -3,8 +3,8 @@
 - `collect`: `ingest_paths`, the entry point (sniff, read, keep-going, counts per source);
 - `walk`: finding the sources under the given paths (run folders whole, links visited once);
 - `formats`: the protocol a format module implements (`sniff`, `read`) and the registry;
-- one module per format: `tau2`, `tau_v1`, `mini_swe`, `openhands` (with `swebench`, what the two
-  SWE-bench layouts share), `trajectories` (tracegym's own JSONL), `chat_jsonl`;
+- one module per format: `tau2`, `tau_v1`, `swebench_experiments`, `mini_swe`, `openhands` (with
+  `swebench`, what the SWE-bench layouts share), `trajectories` (tracegym's own JSONL), `chat_jsonl`;
 - `common`: errors, `Batch`, `InputFile` and JSON decoding with hostile-input limits, shared
   parsing helpers; `locate`: the JSON path of a decoding error;
 - `outputs`: what `tracegym ingest` writes (replaced together) and prints.

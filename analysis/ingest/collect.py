@@ -1,10 +1,11 @@
 """Ingest real agent runs into Trajectory records: find the sources, sniff each format, gather counts.
 
 Formats (sniffed from content, or forced with `fmt`; the protocol and registry are in `formats`):
-`tau2_results` (τ²-bench Results JSON), `tau_v1` (τ-bench v1 trajectory list), `mini_swe_agent`
-and `openhands` (SWE-bench run folders, or one trajectory file inside such a folder),
-`trajectories` (tracegym's own trajectories.jsonl), `chat_jsonl` (OpenAI chat JSONL with a reward).
-Folders are walked (see `walk`): a mini-swe-agent or OpenHands run folder is one source; elsewhere
+`tau2_results` (τ²-bench Results JSON), `tau_v1` (τ-bench v1 trajectory list),
+`swebench_experiments` (a submission folder of the SWE-bench experiments repository),
+`mini_swe_agent` and `openhands` (SWE-bench run folders, or one trajectory file inside such a
+folder), `trajectories` (tracegym's own trajectories.jsonl), `chat_jsonl` (OpenAI chat JSONL with a
+reward). Folders are walked (see `walk`): a SWE-bench run folder is one source; elsewhere
 every `.json` / `.jsonl` file is one. A walked file that parses but matches no format (an index, a
 task list) is listed in `IngestResult.ignored`; a file named explicitly must match a format.
 

@@ -46,10 +46,12 @@ class RunFolderFormat(FileFormat, Protocol):
 
 
 # format name -> its module in this package, in sniffing order; tracegym's own trajectories.jsonl
-# before chat JSONL: its lines also hold `messages`.
+# before chat JSONL: its lines also hold `messages`; an experiments submission folder before a
+# mini-swe-agent one: it too can hold trajs/ beside logs/.
 _MODULES: dict[str, str] = {
     "tau2_results": "tau2",
     "tau_v1": "tau_v1",
+    "swebench_experiments": "swebench_experiments",
     "mini_swe_agent": "mini_swe",
     "openhands": "openhands",
     "trajectories": "trajectories",
