@@ -13,6 +13,8 @@ from tracegym.eval.target import TargetEnvironment, make_target, play_oracle, wr
 from tracegym.eval.target.runs import play_turns, results_document
 from tracegym.schema import Trajectory, read_jsonl
 
+WRITES = ("book_reservation", "cancel_reservation", "modify_reservation_dates", "change_room_type")
+
 SEEDS = range(14)  # two tasks of each kind
 
 
@@ -89,9 +91,10 @@ def test_diagnose_labels_the_failures_from_their_verdicts(written, tmp_path: Pat
             assert not found, (record.task.id, found)
             continue
         called = {m.tool_calls[0].name for m in record.messages if m.tool_calls}
-        steps = [a for a in record.task.actions if a.name != "transfer_to_human_agents"]
-        never = [a for a in steps if a.name not in called]
-        if never and len(steps) >= 2:  # a step of a multi-step task never attempted
+        attempted = {(c.name, c.arguments.get("reservation_id")) for m in record.messages for c in m.tool_calls}
+        steps = [a for a in record.task.actions if a.name in WRITES]
+        never = [a for a in steps if (a.name, a.arguments.get("reservation_id")) not in attempted]
+        if never and len(steps) >= 2:  # a write of a multi-step task never attempted (a skipped look-up is no step)
             assert "multi_step_task_completion" in found, record.task.id
             missed += 1
         writes = [name for name in called if name in ("cancel_reservation", "change_room_type")]
@@ -99,7 +102,7 @@ def test_diagnose_labels_the_failures_from_their_verdicts(written, tmp_path: Pat
         if writes and not gold_writes and record.task.kind != "billing_dispute":  # granted a forbidden request
             assert "policy_compliance" in found, record.task.id
             forbidden += 1
-    assert missed >= 7 and forbidden >= 4
+    assert missed >= 2 and forbidden >= 4
     report = json.loads((tmp_path / "diagnosis" / "capabilities.json").read_text(encoding="utf-8"))
     assert report["params"]["trajectories"] == len(records)
 

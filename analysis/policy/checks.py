@@ -283,6 +283,20 @@ def policy_writes(conversation: Conversation, domain: Domain) -> Iterator[Findin
             yield from domain.check_action(conversation, call.name, call.arguments, call.index)
 
 
+def writes_gold_refuses(conversation: Conversation, domain: Domain) -> Iterator[Finding]:
+    """In a domain whose policy no rule module knows, gold is the only evidence of what the policy
+    forbids: a failed run's successful write where the gold makes none (the request was to be
+    refused) granted what the policy does not allow. Domains with rules judge writes by them."""
+    gold = conversation.trajectory.diagnostics.get("gold_actions") or []
+    if domain.action_rules or conversation.trajectory.success or any(domain.is_write(a.get("name", "")) for a in gold):
+        return
+    for call in conversation.agent_calls:
+        if domain.is_write(call.name) and not call.error:
+            yield Finding("policy_compliance", call.index, f"write where the task's gold refuses the request: "
+                                                           f"{render(call.name, call.arguments)}")
+            return
+
+
 def transfers(conversation: Conversation, gaps: list[Gap]) -> Iterator[Finding]:
     """A transfer nobody asked for (the user did not, the gold does not make one), or one made while
     allowed work the task needed was left undone."""
