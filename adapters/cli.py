@@ -50,7 +50,7 @@ def run_train(args: argparse.Namespace) -> int:
     except FileExistsError as error:
         raise UserError(f"{error} (pass --resume)") from error
     print(json.dumps({"adapter": artifact.path, "credit": artifact.credit, **{
-        k: artifact.metrics[k]["mean"] for k in ("heldout_before", "heldout_after") if k in artifact.metrics}}))
+        key: artifact.metrics[key] for key in ("heldout_before", "heldout_after", "heldout_difference") if key in artifact.metrics}}))
     return 0
 
 

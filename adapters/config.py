@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from tracegym.config import option
-from tracegym.synth_envs.synthesise import PolicyConfig
+from tracegym.config import PolicyConfig, option
+from tracegym.synth_envs.calibration import CalibrationConfig
 
 
 @dataclass
@@ -81,14 +81,15 @@ class EvalConfig:
     """Held-out evaluation on the environment's evaluation seeds, unhinted."""
 
     flag_prefix: ClassVar[str] = "eval"
-    seeds: int = option(64, "held-out seeds scored before and after training (0: skip)")
-    rollouts: int = option(2, "sampled rollouts per held-out seed (at the rollout temperature)")
+    seeds: int = option(64, "held-out seeds scored before and after training, each once greedily (0: skip)")
+    sampled: int = option(4, "sampled rollouts per held-out seed, at the rollout temperature (0: greedy only)")
 
 
 @dataclass
 class TrainConfig(PolicyConfig):
     """What `tracegym train` does: warm start, calibration, GRPO and held-out evaluation."""
 
+    calibration: CalibrationConfig = option(help="calibration", factory=CalibrationConfig)
     warm_start: WarmStartConfig = option(help="SFT warm start", factory=WarmStartConfig)
     grpo: GRPOConfig = option(help="GRPO", factory=GRPOConfig)
     eval: EvalConfig = option(help="held-out evaluation", factory=EvalConfig)

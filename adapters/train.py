@@ -21,7 +21,7 @@ from tracegym.adapters.artifacts import write_artifacts
 from tracegym.adapters.checkpoint import find_checkpoint
 from tracegym.adapters.config import TrainConfig
 from tracegym.adapters.grpo import CHECKPOINT_DIR, GRPOTrainer, read_log
-from tracegym.adapters.heldout import heldout_reward
+from tracegym.adapters.heldout import HeldoutScores, compare, score_heldout
 from tracegym.adapters.lora import attach_lora
 from tracegym.adapters.sft import warm_start
 from tracegym.config import TINY_MODEL, RolloutConfig, config_dict
@@ -119,15 +119,13 @@ def train_adapter(
         )
         factory = env_factory_for(env_spec)
     eval_seeds = range(env_spec.eval_seeds[0], min(env_spec.eval_seeds[0] + config.eval.seeds, env_spec.eval_seeds[1]))
-    evaluate = functools.partial(
-        heldout_reward, tokenizer=tokenizer, env_factory=factory, seeds=eval_seeds, rollout=config.rollout,
-        rollouts_per_seed=config.eval.rollouts,
-    )
+    evaluate = functools.partial(score_heldout, tokenizer=tokenizer, env_factory=factory, seeds=eval_seeds,
+                                 rollout=config.rollout, sampled=config.eval.sampled, progress=progress)
     before_file = out_dir / "heldout_before.json"
     if config.eval.seeds and not before_file.is_file():
         before = evaluate(policy)
         if state.is_main_process:
-            before_file.write_text(json.dumps(before))
+            before_file.write_text(json.dumps(before.to_dict()))
         state.wait_for_everyone()
     trainer = GRPOTrainer(policy, tokenizer, factory, config.grpo, config.rollout, out_dir, train_seeds=env_spec.train_seeds)
     if resume:
@@ -136,8 +134,11 @@ def train_adapter(
     grpo = config.grpo
     metrics: dict[str, Any] = {"steps": trainer.step, "rollouts": trainer.step * grpo.groups_per_step * grpo.group_size}
     if config.eval.seeds:
-        metrics["heldout_before"] = json.loads(before_file.read_text())
-        metrics["heldout_after"] = evaluate(trainer.policy)
+        before = HeldoutScores.from_dict(json.loads(before_file.read_text()))
+        after = evaluate(trainer.policy)
+        metrics["heldout_before"], metrics["heldout_after"] = before.summary(), after.summary()
+        metrics["heldout_difference"] = compare(before, after)
+        metrics["heldout_per_seed"] = {"before": before.to_dict(), "after": after.to_dict()}
     if adapter_dir is not None:
         metrics["warm_start"] = json.loads((adapter_dir / "warm_start.json").read_text())
     credit = grpo.credit.credit

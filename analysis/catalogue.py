@@ -70,19 +70,10 @@ CATALOGUE: tuple[Capability, ...] = (
         benchmarks=["swe"],
     ),
     Capability(
-        name="semantic_logic_precision",
+        name="issue_reproduction",
         description=(
-            "Changing the program's logic so that it does exactly what the issue asks: the tests "
-            "that reproduce the issue (FAIL_TO_PASS) pass after the patch. Lacking when a patch "
-            "applies but the target behaviour is still wrong."
-        ),
-        benchmarks=["swe"],
-    ),
-    Capability(
-        name="regression_avoidance",
-        description=(
-            "Fixing the issue without breaking behaviour that worked before: every PASS_TO_PASS test "
-            "still passes. Lacking when the patch breaks previously passing tests."
+            "Reproducing the reported behaviour before changing code: running a script or the relevant "
+            "tests that show the failure, so the fix targets an observed problem rather than a guess."
         ),
         benchmarks=["swe"],
     ),
@@ -97,8 +88,16 @@ CATALOGUE: tuple[Capability, ...] = (
     Capability(
         name="fault_localisation",
         description=(
-            "Finding where the defect lives: the patch edits the files the reference fix edits "
-            "rather than working around the bug elsewhere. Needs the gold patch to judge."
+            "Finding where the defect lives: the patch changes the source the issue's tests exercise "
+            "(the files of the reference fix, when known) rather than working around the bug elsewhere."
+        ),
+        benchmarks=["swe"],
+    ),
+    Capability(
+        name="edit_scope",
+        description=(
+            "Keeping the patch to the change the issue needs: no reproduction or debug scripts, scratch "
+            "output files or build-configuration edits left in the submitted diff."
         ),
         benchmarks=["swe"],
     ),

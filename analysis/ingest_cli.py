@@ -12,10 +12,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tracegym.analysis.ingest import FORMATS, IngestError, ingest_paths
-from tracegym.analysis.ingest.outputs import REPORT, TRAJECTORIES, empty_input, format_table, write_dataset
+from tracegym.analysis.ingest.formats import FORMATS
 from tracegym.errors import UserError
-from tracegym.files import writing_into
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,6 +27,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tracegym.analysis.ingest.collect import IngestError, ingest_paths
+    from tracegym.analysis.ingest.outputs import REPORT, TRAJECTORIES, empty_input, format_table, write_dataset
+    from tracegym.files import writing_into
+
     try:
         result = ingest_paths(args.paths, keep_going=args.keep_going, fmt=args.format)
     except IngestError as error:

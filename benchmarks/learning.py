@@ -32,7 +32,7 @@ from scipy import stats
 
 from tracegym.adapters.config import CreditConfig, GRPOConfig, WarmStartConfig
 from tracegym.adapters.grpo import GRPOTrainer, read_log
-from tracegym.adapters.heldout import heldout_reward
+from tracegym.adapters.heldout import score_heldout
 from tracegym.adapters.lora import attach_lora
 from tracegym.adapters.sft import warm_start
 from tracegym.adapters.train import env_factory_for, load_base
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace, out: Path) -> dict:
     eval_seeds = range(spec.eval_seeds[0], spec.eval_seeds[0] + settings["heldout"])
     rollout = RolloutConfig(max_new_tokens=settings["max_new_tokens"])
     evaluation = RolloutConfig(temperature=0.7, max_new_tokens=settings["max_new_tokens"])
-    evaluate = lambda model: heldout_reward(model, tokenizer, factory, eval_seeds, evaluation, rollouts_per_seed=1)  # noqa: E731
+    evaluate = lambda model: score_heldout(model, tokenizer, factory, eval_seeds, evaluation, sampled=1).summary()["sampled_reward"]  # noqa: E731
     before = evaluate(warm_model)
     print(f"warm start: {warm_metrics['first_loss']:.3f} -> {warm_metrics['final_loss']:.4f} loss in {warm_seconds:.0f} s; "
           f"held-out reward {before['mean']:.3f} [{before['low']:.3f}, {before['high']:.3f}]", flush=True)

@@ -87,8 +87,9 @@ def _summary(root: Path, specs: list[EnvSpec], artifacts: list[AdapterArtifact],
             "capability": spec.capability,
             "family": spec.family,
             "adapter": artifact.path if artifact else None,
-            "heldout_before": metrics.get("heldout_before", {}).get("mean"),
-            "heldout_after": metrics.get("heldout_after", {}).get("mean"),
+            "heldout_before": metrics.get("heldout_before", {}).get("greedy_reward", {}).get("mean"),
+            "heldout_after": metrics.get("heldout_after", {}).get("greedy_reward", {}).get("mean"),
+            "heldout_difference": metrics.get("heldout_difference", {}).get("greedy_reward"),
         })
     return {"run_dir": str(root), "selected": report.selected, "model": config.model, "adapters": rows}
 
@@ -97,12 +98,14 @@ def format_summary(summary: dict[str, object]) -> str:
     """The closing table of `tracegym run`."""
     lines = [f"run directory: {summary['run_dir']}   model: {summary['model']}",
              f"selected capabilities: {', '.join(summary['selected']) or 'none'}",
-             f"{'capability':30s} {'family':28s} {'held-out before':>16s} {'after':>8s}  adapter"]
+             "held-out greedy reward before -> after training, with the paired 95% interval of the change",
+             f"{'capability':30s} {'family':28s} {'before':>7s} {'after':>7s} {'change [95% interval]':>24s}  adapter"]
     for row in summary["adapters"]:
-        before, after = row["heldout_before"], row["heldout_after"]
+        before, after, change = row["heldout_before"], row["heldout_after"], row["heldout_difference"]
+        interval = f"{change['mean']:+.3f} [{change['low']:+.3f}, {change['high']:+.3f}]" if change else "-"
         lines.append(
             f"{row['capability'][:30]:30s} {row['family'][:28]:28s} "
-            f"{'-' if before is None else f'{before:.3f}':>16s} {'-' if after is None else f'{after:.3f}':>8s}  "
+            f"{'-' if before is None else f'{before:.3f}':>7s} {'-' if after is None else f'{after:.3f}':>7s} {interval:>24s}  "
             f"{row['adapter'] or 'not trained (raise --max-adapters)'}"
         )
     return "\n".join(lines)

@@ -44,15 +44,16 @@ CAPABILITY_TABLE: dict[str, Row] = {
     "causal_diagnosis": Row("causal_diagnosis", "injected cause and slice to find with SQL"),
     "policy_compliance": Row("precondition_verification", "about half its requests break a policy rule and must be refused "
                                                           "naming it; it has no user pressure and no transfer to a human"),
-    "semantic_logic_precision": Row("code_repair", "0.4 of the reward for the failing target test, and hidden inputs of "
-                                                   "the buggy function, passing after the edit"),
-    "regression_avoidance": Row("code_repair", "0.4 of the reward, once the target passes, for every test and hidden "
-                                               "input that passed before still passing"),
     "fault_localisation": Row("code_repair", "the bug hides in one of the module's functions; an edit elsewhere is a "
                                              "checked wrong trajectory"),
-    "patch_production": Row("code_repair", "ending without an edit to the module earns at most the 0.1 format reward"),
+    "patch_production": Row("code_repair", "0.4 of the reward for the failing target test and hidden inputs of the buggy "
+                                           "function passing after the edit, then 0.4 for every test and hidden input "
+                                           "that passed before still passing; no edit earns at most 0.1"),
     "test_verification": Row(None, "code_repair offers run_tests, but no family's reward depends on running the tests "
                                    "after the last edit, so none would train it"),
+    "issue_reproduction": Row(None, "no family's reward depends on showing the failure before the first edit: "
+                                    "code_repair grades only the final module"),
+    "edit_scope": Row("code_repair", "0.1 of the reward for a minimal edit (at most 2 changed lines beyond the reference fix)"),
 }
 
 _FAMILIES: dict[str, type[Environment]] = {}

@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tracegym.config import DEFAULT_MODEL, RolloutConfig, option
+from tracegym.config import PolicyConfig, option
 from tracegym.schema import Capability, EnvSpec, write_jsonl
 from tracegym.synth_envs.calibration import Calibration, CalibrationConfig, Measure, calibrate, write_calibrations
 from tracegym.synth_envs.registry import Match, get_family, match_capabilities
@@ -20,18 +20,10 @@ UNCALIBRATED = "default knobs: calibration is off (tracegym train calibrates aga
 
 
 @dataclass
-class PolicyConfig:
-    """The policy environments are calibrated to (and later trained): its model and sampling."""
-
-    model: str = option(DEFAULT_MODEL, f"policy model: {DEFAULT_MODEL}, a local directory, a hub id, or 'tiny'")
-    rollout: RolloutConfig = option(help="sampling", factory=RolloutConfig)
-    calibration: CalibrationConfig = option(help="calibration", factory=CalibrationConfig)
-
-
-@dataclass
 class SynthConfig(PolicyConfig):
     """What `tracegym synth` does: match capabilities to families, calibrate against a policy."""
 
+    calibration: CalibrationConfig = option(help="calibration", factory=CalibrationConfig)
     match_threshold: float = option(0.12, "TF-IDF cosine a proposed capability needs to match a family by description")
 
 

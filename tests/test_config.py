@@ -13,13 +13,14 @@ import pytest
 from test_architecture import source_modules
 
 from tracegym.adapters.config import TrainConfig
+from tracegym.analysis.diagnose import DiagnoseConfig
 from tracegym.cli import build_parser
 from tracegym.config import add_config_arguments, option, resolve_config
 from tracegym.errors import UserError
 from tracegym.eval.config import RunConfig
 from tracegym.synth_envs.synthesise import SynthConfig
 
-COMMAND_CONFIGS = {"train": TrainConfig, "synth": SynthConfig, "run": RunConfig}
+COMMAND_CONFIGS = {"train": TrainConfig, "synth": SynthConfig, "run": RunConfig, "diagnose": DiagnoseConfig}
 HAND_WRITTEN = {"-h", "--help", "--out", "--resume", "--config"}
 
 

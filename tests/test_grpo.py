@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import torch
 from adapters_lookup_env import FlatEnv, ProseEnv, chatty_tiny_model
 from peft import PeftModel
@@ -136,3 +138,24 @@ def test_train_cli_writes_artifacts_and_resumes(tmp_path, capsys):
     assert artifact.metrics["steps"] == 2 and artifact.env_spec.family == "precondition_verification"
     for name in ("adapter_config.json", "adapter_model.safetensors", "train_config.json", "learning_curve.png"):
         assert (out / name).is_file(), name
+
+
+def test_eval_cli_scores_policies_on_the_same_seeds_and_pairs_them(tmp_path, capsys):
+    out = tmp_path / "adapter"
+    assert main(["train", "precondition_verification", "--out", str(out), "--model", "tiny", "--grpo-steps", "1",
+                 "--grpo-groups-per-step", "1", "--grpo-group-size", "2", "--max-new-tokens", "6", "--eval-seeds", "0"]) == 0
+    evaluation = ["--model", "tiny", "--eval-seeds", "3", "--eval-sampled", "2", "--max-new-tokens", "6"]
+    assert main(["eval", "base", str(out), str(out), "--out", str(tmp_path / "eval"), *evaluation]) == 0
+    assert "change vs first" in capsys.readouterr().out
+    result = json.loads((tmp_path / "eval" / "eval.json").read_text())
+    assert result["env_spec"]["family"] == "precondition_verification", "the environment comes from the adapter"
+    policies = result["policies"]
+    assert [p["name"] for p in policies] == ["base (tiny)", str(out), str(out)]
+    assert all(len(p["greedy_reward"]) == 3 and len(p["sampled_reward"]) == 3 for p in policies)
+    assert policies[0]["versus_first"] is None and set(policies[1]["versus_first"]) == {
+        "greedy_reward", "greedy_success", "sampled_reward", "sampled_success"}
+    same = [policies[2][key] for key in ("greedy_reward", "sampled_reward")]
+    assert same == [policies[1][key] for key in ("greedy_reward", "sampled_reward")], \
+        "the same policy scored twice on the same seeds gets the same rewards, greedy and sampled"
+    assert main(["eval", str(tmp_path), "--model", "tiny"]) == 1
+    assert "not 'base', a PEFT adapter folder" in capsys.readouterr().err

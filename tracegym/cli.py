@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "envs": "tracegym.synth_envs.cli",
     "synth": "tracegym.synth_envs.cli",
     "run": "tracegym.eval.cli",
+    "eval": "tracegym.eval.eval_cli",
 }
 
 

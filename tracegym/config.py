@@ -215,3 +215,11 @@ class RolloutConfig:
     temperature: float = option(1.0, "sampling temperature of rollouts (papers/TRACE.md §1: 1.0)")
     max_new_tokens: int | None = option(
         None, "tokens per assistant turn; none: 1.25 x the environment's longest oracle turn")
+
+
+@dataclasses.dataclass
+class PolicyConfig:
+    """The policy: its base model and how it is sampled."""
+
+    model: str = option(DEFAULT_MODEL, f"policy model: {DEFAULT_MODEL}, a local directory, a hub id, or '{TINY_MODEL}'")
+    rollout: RolloutConfig = option(help="sampling", factory=RolloutConfig)

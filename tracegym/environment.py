@@ -4,12 +4,15 @@ An episode is a multi-turn dialogue driven by raw assistant text:
 
     task = env.reset(seed)                  # the first user message
     system = env.system_prompt              # instructions, tools and the call format
-    result = env.step(assistant_text)       # a tool call is answered; plain text ends the episode
+    result = env.step(assistant_text)       # a tool call is answered; plain text: see below
     ... until result.terminated or result.truncated
 
-As in gymnasium, the two ways an episode ends are separate flags: `terminated` (the policy gave
-its final answer) and `truncated` (cut at `max_turns` on a tool call; the observation of that
-last call is still returned). `reward` is 0.0 until the episode ends, then in [0, 1].
+A plain-text turn (no tool call) ends the episode in a synthetic family: it is the final answer.
+In an environment with a user (the eval stage's target environments) it is a message to the user,
+whose reply is the observation (a plain user message), and the episode terminates when the user
+ends the conversation. As in gymnasium, the two ways an episode ends are separate flags:
+`terminated` (final answer given, or the user ended) and `truncated` (cut at `max_turns`; the
+observation of that last turn is still returned). `reward` is 0.0 until the episode ends, then in [0, 1].
 Actions are text in the format of `tracegym.toolcalls`; a malformed action is answered with an
 error observation and counted in `errors`, never raised.
 

@@ -1,10 +1,11 @@
 """Ingest real agent runs into Trajectory records: find the sources, sniff each format, gather counts.
 
 Formats (sniffed from content, or forced with `fmt`; the protocol and registry are in `formats`):
-`tau2_results` (τ²-bench Results JSON), `tau_v1` (τ-bench v1 trajectory list), `mini_swe_agent`
-and `openhands` (SWE-bench run folders, or one trajectory file inside such a folder),
-`trajectories` (tracegym's own trajectories.jsonl), `chat_jsonl` (OpenAI chat JSONL with a reward).
-Folders are walked (see `walk`): a mini-swe-agent or OpenHands run folder is one source; elsewhere
+`tau2_results` (τ²-bench Results JSON), `tau_v1` (τ-bench v1 trajectory list),
+`swebench_experiments` (a submission folder of the SWE-bench experiments repository),
+`mini_swe_agent` and `openhands` (SWE-bench run folders, or one trajectory file inside such a
+folder), `trajectories` (tracegym's own trajectories.jsonl), `chat_jsonl` (OpenAI chat JSONL with a
+reward). Folders are walked (see `walk`): a SWE-bench run folder is one source; elsewhere
 every `.json` / `.jsonl` file is one. A walked file that parses but matches no format (an index, a
 task list) is listed in `IngestResult.ignored`; a file named explicitly must match a format.
 
@@ -23,7 +24,7 @@ from typing import Any, Iterator
 from tqdm import tqdm
 
 from tracegym.analysis.ingest.common import Batch, IngestError, Inconsistency, InputFile, RecordError, SkippedRecord
-from tracegym.analysis.ingest.formats import FORMATS, REGISTRY, RUN_FOLDER_FORMATS, FileFormat, by_name
+from tracegym.analysis.ingest.formats import FORMATS, FileFormat, by_name, registry, run_folder_formats
 from tracegym.analysis.ingest.walk import Found, discover
 from tracegym.schema import Trajectory
 
@@ -71,7 +72,7 @@ class IngestResult:
 def ingest_paths(paths: list[Path], keep_going: bool = False, fmt: str | None = None) -> IngestResult:
     """Ingest files and folders (walked); raises IngestError on bad input unless `keep_going`."""
     forced = by_name(fmt) if fmt is not None else None
-    run_formats = (forced,) if forced in RUN_FOLDER_FORMATS else RUN_FOLDER_FORMATS
+    run_formats = (forced,) if forced in run_folder_formats() else run_folder_formats()
     result = IngestResult()
     sources = discover(paths, run_formats)
     with _collector_paused():
@@ -124,7 +125,7 @@ def _read_source(found: Found, forced: FileFormat | None) -> Batch | None:
     if found.run_format is not None:
         return found.run_format.read_run(found.path)
     file = InputFile(found.path)
-    module = forced or next((f for f in REGISTRY if f.sniff(file)), None)
+    module = forced or next((f for f in registry() if f.sniff(file)), None)
     if module is None:
         document = file.json()  # raises the decoding error when the file is not JSON at all
         if not found.explicit:

@@ -15,17 +15,20 @@ A format whose runs are folders (the SWE-bench harness layouts) also provides:
     is_run_dir(path: Path) -> bool       whether a folder is one run (one source, not walked)
     read_run(path: Path) -> Batch        every record of that run folder
 
-Adding a format is one module plus its entry in REGISTRY. Order matters: the first format whose
-`sniff` accepts a file reads it.
+Adding a format is one module plus its entry in `_MODULES`. Order matters: the first format whose
+`sniff` accepts a file reads it. Format modules are imported on first use, so naming the formats
+(`FORMATS`, for `--help`) costs nothing.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from tracegym.analysis.ingest import chat_jsonl, mini_swe, openhands, tau2, tau_v1, trajectories
-from tracegym.analysis.ingest.common import Batch, InputFile
+if TYPE_CHECKING:
+    from tracegym.analysis.ingest.common import Batch, InputFile
 
 
 class FileFormat(Protocol):
@@ -42,15 +45,40 @@ class RunFolderFormat(FileFormat, Protocol):
     def read_run(self, path: Path) -> Batch: ...
 
 
-# tracegym's own trajectories.jsonl before chat JSONL: its lines also hold `messages`.
-REGISTRY: tuple[FileFormat, ...] = (tau2, tau_v1, mini_swe, openhands, trajectories, chat_jsonl)
-RUN_FOLDER_FORMATS: tuple[RunFolderFormat, ...] = tuple(f for f in REGISTRY if hasattr(f, "is_run_dir"))
-FORMATS: tuple[str, ...] = tuple(f.FORMAT for f in REGISTRY)
+# format name -> its module in this package, in sniffing order; tracegym's own trajectories.jsonl
+# before chat JSONL: its lines also hold `messages`; an experiments submission folder before a
+# mini-swe-agent one: it too can hold trajs/ beside logs/.
+_MODULES: dict[str, str] = {
+    "tau2_results": "tau2",
+    "tau_v1": "tau_v1",
+    "swebench_experiments": "swebench_experiments",
+    "mini_swe_agent": "mini_swe",
+    "openhands": "openhands",
+    "trajectories": "trajectories",
+    "chat_jsonl": "chat_jsonl",
+}
+FORMATS: tuple[str, ...] = tuple(_MODULES)
+
+
+@functools.cache
+def registry() -> tuple[FileFormat, ...]:
+    """Every format module, imported, in sniffing order."""
+    modules = []
+    for name, module_name in _MODULES.items():
+        module = importlib.import_module(f"{__package__}.{module_name}")
+        if module.FORMAT != name:
+            raise ImportError(f"{module.__name__}.FORMAT is {module.FORMAT!r}, registered as {name!r}")
+        modules.append(module)
+    return tuple(modules)
+
+
+def run_folder_formats() -> tuple[RunFolderFormat, ...]:
+    """The formats whose runs are folders."""
+    return tuple(f for f in registry() if hasattr(f, "is_run_dir"))
 
 
 def by_name(name: str) -> FileFormat:
     """The registered format called `name` (ValueError naming the known ones otherwise)."""
-    for module in REGISTRY:
-        if module.FORMAT == name:
-            return module
-    raise ValueError(f"unknown format {name!r}; known: {', '.join(FORMATS)}")
+    if name not in _MODULES:
+        raise ValueError(f"unknown format {name!r}; known: {', '.join(FORMATS)}")
+    return registry()[FORMATS.index(name)]

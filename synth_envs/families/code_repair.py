@@ -162,7 +162,7 @@ def _hidden_cases(rng: random.Random, picked: list[int], names: list[str], buggy
 @register
 class CodeRepair(Environment):
     name = "code_repair"
-    capability = "semantic_logic_precision"
+    capability = "patch_production"
     description = (
         "Repairing code: reading source and tests, localising the faulty logic (off-by-one, wrong "
         "comparison or operand), and making a minimal, precise edit that makes the failing test pass "
