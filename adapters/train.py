@@ -26,7 +26,7 @@ from tracegym.adapters.lora import attach_lora
 from tracegym.adapters.sft import warm_start
 from tracegym.config import TINY_MODEL, RolloutConfig, config_dict
 from tracegym.generation import HFBackend
-from tracegym.models import load_model, tiny_model
+from tracegym.models import check_model, load_model, tiny_model
 from tracegym.schema import AdapterArtifact, EnvSpec
 from tracegym.synth_envs.base import Environment
 from tracegym.synth_envs.calibration import CalibrationConfig, backend_measure, calibrate, write_calibrations
@@ -90,6 +90,7 @@ def train_adapter(
     the warm-started policy before GRPO and the adapter's artifact records the calibrated spec.
     """
     calibrating = config.calibration.enabled and env_factory is None
+    check_model(config.model)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if not resume and find_checkpoint(out_dir / CHECKPOINT_DIR) is not None:

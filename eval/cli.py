@@ -28,7 +28,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from tracegym.analysis.ingest import IngestError
     from tracegym.eval.pipeline import format_summary, run_pipeline
-    from tracegym.eval.rundir import RunDirectoryError
 
     for path in args.inputs:
         if not path.exists():
@@ -38,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         config = replace(config, inputs=[str(p) for p in args.inputs])
     try:
         summary = run_pipeline(args.out, config)
-    except (IngestError, RunDirectoryError) as error:
+    except IngestError as error:
         raise UserError(str(error)) from None
     print(format_summary(summary))
     return 0

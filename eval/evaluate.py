@@ -21,6 +21,7 @@ from tracegym.adapters.train import env_factory_for, load_base
 from tracegym.environment import Environment
 from tracegym.errors import UserError
 from tracegym.eval.config import EvaluateConfig
+from tracegym.models import check_model
 from tracegym.schema import AdapterArtifact, EnvSpec
 
 BASE = "base"
@@ -39,6 +40,7 @@ class LoadedPolicy:
 def load_policy(reference: str, base_model: str) -> LoadedPolicy:
     """`base`, a PEFT adapter folder or a routed folder (UserError naming it otherwise)."""
     if reference == BASE:
+        check_model(base_model)
         model, tokenizer = load_base(base_model)
         return LoadedPolicy(f"{BASE} ({base_model})", model, tokenizer, None)
     folder = Path(reference)

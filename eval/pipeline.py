@@ -27,6 +27,7 @@ from tracegym.analysis.report import write_outputs
 from tracegym.config import config_dict
 from tracegym.eval.config import RunConfig
 from tracegym.eval.rundir import RunDirectory
+from tracegym.models import check_model
 from tracegym.schema import AdapterArtifact, CapabilityReport, EnvSpec, read_jsonl, write_jsonl
 from tracegym.synth_envs.synthesise import synthesise
 
@@ -35,7 +36,8 @@ logger = logging.getLogger(__name__)
 
 def run_pipeline(out_dir: str | Path, config: RunConfig) -> dict[str, object]:
     """Run (or resume) every stage into `out_dir`; returns the summary also written to summary.json."""
-    run = RunDirectory(out_dir, config_dict(config))
+    check_model(config.model)
+    run = RunDirectory(out_dir, config_dict(config), [Path(p) for p in config.inputs])
 
     def ingest(stage: Path) -> list[Path]:
         inputs = [Path(p) for p in config.inputs] or [write_example_run(stage / "example_run")]

@@ -97,8 +97,9 @@ def _read_capabilities(path: Path) -> list[Capability]:
 
 def _backend(model_name: str) -> Any:
     from tracegym.generation import HFBackend
-    from tracegym.models import load_model, tiny_model
+    from tracegym.models import check_model, load_model, tiny_model
 
+    check_model(model_name)
     model, tokenizer = tiny_model() if model_name == TINY_MODEL else load_model(model_name)
     return HFBackend(model, tokenizer)
 
