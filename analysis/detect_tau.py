@@ -46,6 +46,15 @@ def findings(conversation: Conversation, domain: Domain) -> list[Finding]:
     return found
 
 
+def _operations(conversation: Conversation, domain: Domain) -> set[tuple]:
+    """The distinct writes a task involves, one per tool and record: the gold's own (agent side) and
+    every write the agent attempted."""
+    gold = conversation.trajectory.diagnostics.get("gold_actions") or []
+    return ({(a.get("name"), checks.record_of(domain, a.get("arguments") or {})) for a in gold
+             if (a.get("requestor") or "assistant") == "assistant" and a.get("name") != TRANSFER and domain.is_write(a.get("name", ""))}
+            | {(c.name, checks.record_of(domain, c.arguments)) for c in conversation.agent_calls if domain.is_write(c.name)})
+
+
 def _needed(conversation: Conversation, domain: Domain) -> dict[str, bool]:
     gold = conversation.trajectory.diagnostics.get("gold_actions") or []
     gold_writes = [a for a in gold if a.get("name") != TRANSFER and (domain.is_write(a.get("name", ""))
@@ -56,7 +65,8 @@ def _needed(conversation: Conversation, domain: Domain) -> dict[str, bool]:
     users_work = any((a.get("requestor") or "assistant") != "assistant" for a in gold) and not agents_work
     return {
         "structured_data_reasoning": called and not users_work,
-        "multi_step_task_completion": bool(gold_writes or agent_writes),
+        "multi_step_task_completion": bool(gold_writes or agent_writes) if domain.workflow
+        else len(_operations(conversation, domain)) >= 2,
         "precondition_verification": domain.preconditions_always or bool(agent_writes) or any(
             (a.get("requestor") or "assistant") == "assistant" for a in gold_writes),
         "tool_calling_precision": called,
@@ -73,7 +83,8 @@ def detect(trajectory: Trajectory) -> dict[str, Verdict]:
     verdicts = {}
     for name in CAPABILITIES:
         mine = [evidence(f.index, f.text) for f in found if f.capability == name]
-        shown = bool(mine) and name == "structured_data_reasoning"  # a misread shows even where none was needed
+        shown = any(f.shows_need for f in found if f.capability == name) or (
+            bool(mine) and name == "structured_data_reasoning")  # a misread shows even where none was needed
         verdicts[name] = Verdict.lacking(mine) if shown else Verdict.na() if not needed[name] else (
             Verdict.lacking(mine) if mine else Verdict.present())
     return verdicts

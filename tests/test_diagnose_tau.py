@@ -94,8 +94,22 @@ def test_clean_run_is_present_everywhere_it_applies() -> None:
     run = (looked_up("ABC123").say("ABC123 was booked today, so it can be cancelled with a full refund. Cancel ABC123?")
            .user("Yes, please.").call("cancel_reservation", booking("ABC123"), reservation_id="ABC123").say("Done."))
     assert values(run.trajectory([cancel("ABC123")], [True], success=True)) == {
-        "structured_data_reasoning": P, "multi_step_task_completion": P, "precondition_verification": P,
-        "tool_calling_precision": P, "policy_compliance": P}
+        "structured_data_reasoning": P, "multi_step_task_completion": N, "precondition_verification": P,
+        "tool_calling_precision": P, "policy_compliance": P}  # one request with one write needs no multi-step work
+
+
+def test_multi_step_completion_is_needed_where_the_task_involves_two_writes() -> None:
+    both = (looked_up("ABC123").call("get_reservation_details", booking("XYZ789"), reservation_id="XYZ789")
+            .say("Both were booked today. Cancel ABC123 and XYZ789?").user("yes")
+            .call("cancel_reservation", booking("ABC123"), reservation_id="ABC123")
+            .call("cancel_reservation", booking("XYZ789"), reservation_id="XYZ789"))
+    assert values(both.trajectory([cancel("ABC123"), cancel("XYZ789")], [True, True], success=True))["multi_step_task_completion"] == P
+    again = (looked_up("ABC123").say("Cancel ABC123?").user("yes")
+             .call("cancel_reservation", "Error: try again", error=True, reservation_id="ABC123")
+             .call("cancel_reservation", booking("ABC123"), reservation_id="ABC123"))
+    assert values(again.trajectory([cancel("ABC123")], [True], success=True))["multi_step_task_completion"] == N  # one write, twice
+    never = looked_up("ABC123").say("I see your reservation. Anything else?").user("No. ###STOP###")
+    assert values(never.trajectory([cancel("ABC123")], [False]))["multi_step_task_completion"] == L  # the only request, undone
 
 
 def test_a_dictated_value_is_the_users_choice_not_a_misread() -> None:
@@ -110,7 +124,7 @@ def test_a_dictated_value_is_the_users_choice_not_a_misread() -> None:
         return run.trajectory([gold], [False])
 
     dictated = address_change("90210")
-    assert set(values(dictated).values()) == {P}
+    assert L not in values(dictated).values()
     source = attribute(dictated)
     assert source.source == "user_simulator" and "user's own words" in source.evidence.quote
     invented = address_change("90213")  # a value nobody said is the agent's own
@@ -168,7 +182,7 @@ def test_a_skipped_lookup_is_not_a_missed_step() -> None:
     run = (looked_up("ABC123").say("Cancel ABC123 (booked today)?").user("yes")
            .call("cancel_reservation", booking("ABC123"), reservation_id="ABC123"))
     calculate = {"name": "calculate", "arguments": {"expression": "200 * 1"}}
-    assert detect(run.trajectory([calculate, cancel("ABC123")], [False, True]))["multi_step_task_completion"].value == P
+    assert detect(run.trajectory([calculate, cancel("ABC123")], [False, True]))["multi_step_task_completion"].value == N
     book = {"name": "book_reservation", "arguments": {"user_id": "ana_1"}}
     assert detect(run.trajectory([book, cancel("ABC123")], [False, True]))["multi_step_task_completion"].value == L
 
@@ -228,7 +242,7 @@ def test_gold_that_breaks_the_policy_blames_the_benchmark_not_the_compliant_agen
            .say("ABC123 was booked over 24 hours ago in economy without insurance, so the policy does not allow a refund.")
            .user("Fine. ###STOP###"))
     trajectory = run.trajectory([cancel("ABC123")], [False])
-    assert values(trajectory)["policy_compliance"] == P and values(trajectory)["multi_step_task_completion"] == P
+    assert values(trajectory)["policy_compliance"] == P and values(trajectory)["multi_step_task_completion"] == N
     source = attribute(trajectory)
     assert source.source == "benchmark" and "over 24 h" in source.evidence.quote
     business = Run().user("cancel ABC123").call("get_user_details", USER, user_id="ana_1").call(
@@ -255,7 +269,7 @@ def test_the_user_stopping_before_the_agent_could_act_is_the_user_simulators() -
     proposal = looked_up("ABC123").say("Shall I cancel ABC123 for a full refund?")
     gold = [cancel("ABC123")]
     left = proposal.user("Yes please.###STOP###").trajectory(gold, [False])
-    assert attribute(left).source == "user_simulator" and values(left)["multi_step_task_completion"] == P
+    assert attribute(left).source == "user_simulator" and values(left)["multi_step_task_completion"] == N
     assert attribute(Run().user("###STOP###").trajectory(gold, [False])).source == "user_simulator"
     closing = (looked_up("ABC123").say("Is there anything else I can help you with?").user("No. ###STOP###")
                .trajectory(gold, [False]))

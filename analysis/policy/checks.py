@@ -25,7 +25,9 @@ from tracegym.analysis.policy.payments import describe_payment
 LOOPING_TERMINATIONS = {"max_steps", "too_many_errors", "timeout", "context_window_exceeded"}
 REPEAT_LIMIT = 3  # identical calls (same name and arguments) in a row counted as a loop from this many on
 _REFUSAL = re.compile(r"\b(?:polic(?:y|ies)|not (?:allowed|permitted|eligible)|isn'?t (?:allowed|permitted|eligible)|"
-                      r"against (?:the|our) rules)\b", re.IGNORECASE)
+                      r"against (?:the|our) rules|(?:cannot|can'?t|could not|couldn'?t) be (?:modified|changed|cancell?ed|"
+                      r"refunded|returned|exchanged)|(?:unable|not able) to (?:modify|change|cancel|refund|return|exchange))\b",
+                      re.IGNORECASE)
 _ARGUMENT_ERROR = re.compile(r"not found|invalid|does not exist|no such|unknown|format|missing|required", re.IGNORECASE)
 GOLD_RULES = {"policy_compliance", "structured_data_reasoning"}  # findings that make a gold action break the policy
 GOLD_AT_FAULT = ("breaks_policy", "corrected_gold")
@@ -70,10 +72,17 @@ def _gold(conversation: Conversation) -> list[tuple[dict[str, Any], bool]]:
             for a in actions]
 
 
+def _key(value: Any) -> str:
+    """A comparison key for an argument: a list of ids or other scalars is a set (its order carries no meaning)."""
+    if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
+        return canonical(sorted(map(canonical, value)))
+    return canonical(value)
+
+
 def _differing(action: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
     expected = action.get("arguments") or {}
     keys = action.get("compare_args")
-    return [k for k in (list(expected) if keys is None else keys) if canonical(arguments.get(k)) != canonical(expected.get(k))]
+    return [k for k in (list(expected) if keys is None else keys) if _key(arguments.get(k)) != _key(expected.get(k))]
 
 
 def record_of(domain: Domain, arguments: dict[str, Any]) -> tuple:
@@ -181,7 +190,7 @@ def gold_gaps(conversation: Conversation, domain: Domain) -> list[Gap]:
                                                        f"({render(name, arguments)}): {conversation.messages[refusal].content}")))
         else:
             gaps.append(Gap(action, "not_done", Finding("multi_step_task_completion", None,
-                                                        f"requested step never carried out: {render(name, arguments)}")))
+                                                        f"requested step never carried out: {render(name, arguments)}", True)))
     return gaps
 
 

@@ -25,11 +25,14 @@ _WRITE_PREFIXES = ("book", "cancel", "update", "modify", "return", "exchange", "
 
 @dataclass(frozen=True)
 class Finding:
-    """One reason a capability is LACKING: the message that shows it (None: the run as a whole) and why."""
+    """One reason a capability is LACKING: the message that shows it (None: the run as a whole) and why;
+    `shows_need`: the finding shows the capability was needed even where the task's shape says it
+    was not (a request never carried out, though it was the only one)."""
 
     capability: str
     index: int | None
     text: str
+    shows_need: bool = False
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,10 @@ class Domain:
     (wrong values there are data-reasoning errors); `expand(conversation, value)` gives the words
     that describe an id (a retail item's options), so a choice the user dictated in words is
     recognised; `preconditions_always`: requests in this domain always involve a checked write or
-    a refusal of one (airline, retail), so precondition verification is never NA."""
+    a refusal of one (airline, retail), so precondition verification is never NA; `workflow`: a
+    request is a procedure of several steps on either side (telecom troubleshooting), so multi-step
+    completion is needed wherever a step is; elsewhere it is needed only where the task involves two
+    or more distinct writes (one request with at most one write needs none)."""
 
     name: str
     writes: frozenset[str]
@@ -72,6 +78,7 @@ class Domain:
     derived: frozenset[str] = frozenset()
     expand: Callable[[Conversation, Any], list[Any]] = lambda conversation, value: []
     preconditions_always: bool = False
+    workflow: bool = False
 
     def is_write(self, name: str) -> bool:
         return name in self.writes

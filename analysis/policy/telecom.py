@@ -106,4 +106,5 @@ DOMAIN = Domain(
                    frozenset({"resume_line"}), _resume_allowed),
     ),
     conversation_rules=(ConversationRule(_RIGHT_LINE, _wrong_line_read),),
+    workflow=True,
 )
