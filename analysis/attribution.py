@@ -15,8 +15,9 @@ diagnosed with it. In order:
 - user simulator: the run ended with `user_error`; or the simulated user's stop token ended the
   run before the agent could act (as its first words, with a yes to the agent's proposal, or
   alone while the agent awaited an answer; a closing "anything else?" awaits none); or every
-  difference between the agent's writes and the gold is a value the user dictated (the agent
-  did what the user asked; the user left its instructions).
+  difference between the agent's writes and the gold is a value the user dictated first (the agent
+  did what the user asked; the user left its instructions). A gold write the system refused for
+  its record's state when the agent made it could not have changed the database: it blames nobody.
 Everything else defaults to the agent. An LLM judge (judge.attribute_failures) can refine the
 default with quoted evidence; deterministic attributions take precedence over the judge.
 """
@@ -83,8 +84,9 @@ def attribute(trajectory: Trajectory) -> FailureSource:
         return _deterministic(tid, "benchmark", "gold action corrected by the benchmark",
                               evidence(right[0].index, f"the agent did what the corrected task set expects: "
                                                        f"{render(right[0].name, right[0].arguments)}"))
-    if gaps and all(g.kind == "followed_user" for g in gaps):
-        action = gaps[0].action
+    effective = [g for g in gaps if g.kind != "no_effect"]  # a write the system refused changed nothing
+    if effective and all(g.kind == "followed_user" for g in effective):
+        action = effective[0].action
         return _deterministic(tid, "user_simulator", "the agent did what the user asked, which differs from the gold",
                               evidence(None, "the agent's values that differ from the gold were the user's own words; "
                                              f"gold {render(action.get('name', ''), action.get('arguments') or {})}"))

@@ -131,6 +131,37 @@ def test_a_dictated_value_is_the_users_choice_not_a_misread() -> None:
     assert values(invented)["tool_calling_precision"] == L and attribute(invented).source == "agent"
 
 
+def test_an_offer_the_user_echoes_is_the_agents_choice_and_a_write_the_system_refused_granted_nothing() -> None:
+    order = {"order_id": "#W1", "user_id": "bo_1", "status": "pending", "payment_history": [
+        {"transaction_type": "payment", "payment_method_id": "paypal_1", "amount": 10}],
+             "items": [{"name": "Camera", "product_id": "P1", "item_id": "100", "options": {"color": "red"}, "price": 10}]}
+    product = {"name": "Camera", "product_id": "P1", "variants": {
+        "200": {"item_id": "200", "options": {"color": "silver"}, "available": True, "price": 12},
+        "300": {"item_id": "300", "options": {"color": "black"}, "available": True, "price": 11}}}
+    swap = {"order_id": "#W1", "item_ids": ["100"], "payment_method_id": "paypal_1"}
+
+    def run(first: str) -> Trajectory:
+        steps = (Run("retail", policy="").user(f"I'm bo@x.com, I want a better camera{first}.")
+                 .call("find_user_id_by_email", "bo_1", email="bo@x.com").call("get_order_details", order, order_id="#W1")
+                 .call("get_product_details", product, product_id="P1")
+                 .say("The silver camera (item 200) is the best. Exchange item 100 for it, refund to paypal_1?").user("Yes, the silver one.")
+                 .call("exchange_delivered_order_items", "Error: Non-delivered order cannot be exchanged", error=True,
+                       new_item_ids=["200"], **swap)
+                 .say("Your order is pending, so I can modify it instead: item 100 for the silver item 200, paypal_1. Proceed?")
+                 .user("yes").call("modify_pending_order_items", order, new_item_ids=["200"], **swap))
+        gold = [{"name": "exchange_delivered_order_items", "arguments": {**swap, "new_item_ids": ["300"]}},
+                {"name": "modify_pending_order_items", "arguments": {**swap, "new_item_ids": ["300"]}}]
+        return steps.trajectory(gold, [False, False])
+
+    echoed = run("")
+    verdicts = values(echoed)
+    assert verdicts["structured_data_reasoning"] == L and verdicts["policy_compliance"] == P
+    assert "refused by the system" in quotes(echoed, "precondition_verification")
+    assert attribute(echoed).source == "agent"  # the refused gold exchange changed nothing; the item was the agent's pick
+    dictated = run(", the silver one")
+    assert values(dictated)["structured_data_reasoning"] == P and attribute(dictated).source == "user_simulator"
+
+
 def test_a_payment_method_the_user_named_in_words_is_the_users_choice() -> None:
     bags = {"reservation_id": "ABC123", "total_baggages": 3, "nonfree_baggages": 2, "payment_id": "credit_card_1"}
     run = (looked_up("ABC123").user("Add three bags and charge my Visa.")

@@ -48,7 +48,8 @@ def _leaves(value: Any, key: str = "") -> Iterator[tuple[str, Any]]:
 @dataclass(frozen=True)
 class Gap:
     """A missed gold action and what the run shows about it: `kind` is one of "breaks_policy",
-    "corrected_gold", "followed_user", "attempted" (the same call was made), "data", "argument",
+    "corrected_gold", "no_effect" (the system refused the same write for its record's state), "followed_user",
+    "attempted" (the same call was made), "data", "argument",
     "refused", "transfer", "not_done"; `finding` the capability finding it gives the agent, or for
     the two GOLD_AT_FAULT kinds what is wrong with the gold."""
 
@@ -101,9 +102,10 @@ def _words(conversation: Conversation, domain: Domain, value: Any) -> set[str]:
 
 
 def _user_chose(conversation: Conversation, domain: Domain, chosen: Any, gold: Any, before: int) -> bool:
-    """Whether what tells `chosen` apart from `gold` is what the user said, and nothing telling gold apart was."""
+    """Whether what tells `chosen` apart from `gold` is what the user said first (not an echo of the
+    agent's offer), and nothing telling gold apart was said by the user."""
     mine, theirs = _words(conversation, domain, chosen), _words(conversation, domain, gold)
-    return (any(conversation.said_by_user(w, before) for w in mine - theirs)
+    return (any(conversation.user_named_first(w, before) for w in mine - theirs)
             and not any(conversation.said_by_user(w, before) for w in theirs - mine))
 
 
@@ -144,6 +146,19 @@ def _refused(conversation: Conversation, domain: Domain, action: dict[str, Any])
     return None
 
 
+def _state_error(call: Call) -> bool:
+    """A failed call the system refused for the state of its record (an order not delivered), not for a bad argument."""
+    return call.error and not _ARGUMENT_ERROR.search(str(call.output))
+
+
+def _refused_by_state(conversation: Conversation, domain: Domain, action: dict[str, Any]) -> bool:
+    """Whether the system refused the agent's call of this gold write's tool on its record for the
+    record's state: the gold write could not have changed the database either."""
+    record = record_of(domain, action.get("arguments") or {})
+    return any(c.name == action.get("name") and record_of(domain, c.arguments) == record and _state_error(c)
+               for c in conversation.agent_calls)
+
+
 def gold_violations(conversation: Conversation, domain: Domain, action: dict[str, Any], gold: list[dict[str, Any]]) -> list[Finding]:
     """How a gold action breaks the policy (or contradicts the data), given everything the run read
     and the gold actions listed before it in `gold` taken as done."""
@@ -167,6 +182,9 @@ def gold_gaps(conversation: Conversation, domain: Domain) -> list[Gap]:
         if (action.get("requestor") or "assistant") != "assistant":
             gaps.append(Gap(action, "not_done", Finding("multi_step_task_completion", None,
                                                         f"step the user had to take was never reached: {render(name, arguments)}")))
+            continue
+        if _refused_by_state(conversation, domain, action):
+            gaps.append(Gap(action, "no_effect", None))
             continue
         if corrections.stale(domain.name, conversation.trajectory.task_id, action):
             gaps.append(Gap(action, "corrected_gold", Finding("policy_compliance", None, f"the benchmark corrected this gold "
@@ -254,7 +272,7 @@ def failed_writes(conversation: Conversation, domain: Domain, gaps: list[Gap]) -
         if call.error and (mattered or call.name in undone) and domain.is_write(call.name) and not any(
                 c.name == call.name and not c.error and record_of(domain, c.arguments) == record_of(domain, call.arguments)
                 for c in calls[position + 1:]) and not domain.check_action(conversation, call.name, call.arguments, call.index):
-            capability = "tool_calling_precision" if _ARGUMENT_ERROR.search(str(call.output)) else "precondition_verification"
+            capability = "precondition_verification" if _state_error(call) else "tool_calling_precision"
             yield Finding(capability, call.result_index, f"failed write, never redone: {render(call.name, call.arguments)} "
                                                          f"-> {call.output}")
 
@@ -286,10 +304,16 @@ def unread_records(conversation: Conversation, domain: Domain) -> Iterator[Findi
 
 
 def policy_writes(conversation: Conversation, domain: Domain) -> Iterator[Finding]:
-    """Policy rules over every write the agent attempted."""
+    """Policy rules over every write the agent attempted. A forbidden write the system refused for
+    its record's state granted nothing: it shows a condition left unchecked (precondition
+    verification), not an exception granted."""
     for call in conversation.agent_calls:
-        if domain.is_write(call.name):
-            yield from domain.check_action(conversation, call.name, call.arguments, call.index)
+        if not domain.is_write(call.name):
+            continue
+        for finding in domain.check_action(conversation, call.name, call.arguments, call.index):
+            if _state_error(call) and finding.capability == "policy_compliance":
+                finding = Finding("precondition_verification", finding.index, f"refused by the system: {finding.text}")
+            yield finding
 
 
 def writes_gold_refuses(conversation: Conversation, domain: Domain) -> Iterator[Finding]:

@@ -181,6 +181,14 @@ class Conversation:
         """Whether the user stated `value` before message `stop`."""
         return mentions(self.user_text(stop), value)
 
+    def user_named_first(self, value: Any, stop: int | None = None) -> bool:
+        """Whether the user stated `value` before message `stop`, and before any agent message did (a
+        value the user only repeats from the agent's offer is the agent's choice)."""
+        for message in self.messages[:stop]:
+            if message.role in ("user", "assistant") and message.content and mentions(message.content, value):
+                return message.role == "user"
+        return False
+
     @cached_property
     def _outputs(self) -> list[tuple[int, Any]]:
         return [(c.result_index, c.output) for c in self.calls if c.result_index is not None and not c.error]
