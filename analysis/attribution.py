@@ -18,7 +18,9 @@ diagnosed with it. In order:
   difference between the agent's writes and the gold is a value the user dictated first (the agent
   did what the user asked; the user left its instructions). A gold write the system refused for
   its record's state when the agent made it could not have changed the database: it blames nobody.
-Everything else defaults to the agent. An LLM judge (judge.attribute_failures) can refine the
+A write of the agent's own that the policy forbids (and the system carried out) is the agent's
+failure before any of these: no gold could have passed the run after it. Everything else
+defaults to the agent. An LLM judge (judge.attribute_failures) can refine the
 default with quoted evidence; deterministic attributions take precedence over the judge.
 """
 
@@ -69,6 +71,9 @@ def attribute(trajectory: Trajectory) -> FailureSource:
         return FailureSource(trajectory_id=tid, source="agent", reason="no other cause established")
     conversation, domain = Conversation(trajectory), domain_for(trajectory)
     gaps = checks.gold_gaps(conversation, domain)
+    if own := checks.breaking_writes(conversation, domain):  # no gold could have passed the run after such a write
+        return FailureSource(trajectory_id=tid, source="agent", reason="the agent made a write the policy forbids",
+                             evidence=evidence(own[0].index, own[0].text))
     broken = [g for g in gaps if g.kind == "breaks_policy"]
     if broken:
         return _gold_at_fault(tid, "gold action breaks the policy", broken[0])

@@ -281,6 +281,13 @@ def test_gold_that_breaks_the_policy_blames_the_benchmark_not_the_compliant_agen
         "ABC123 cannot be cancelled under our policy.").user("ok ###STOP###")
     refused = business.trajectory([cancel("ABC123")], [False])
     assert attribute(refused).source == "agent" and values(refused)["policy_compliance"] == L  # refused what is allowed
+    forbidden = (Run().user("cancel ABC123 and XYZ789, plans changed").call("get_user_details", USER, user_id="ana_1")
+                 .call("get_reservation_details", booking("ABC123", **old), reservation_id="ABC123")
+                 .call("get_reservation_details", booking("XYZ789", **old), reservation_id="XYZ789")
+                 .say("Cancel ABC123 for a full refund?").user("yes")
+                 .call("cancel_reservation", booking("ABC123", **old), reservation_id="ABC123"))
+    own = attribute(forbidden.trajectory([cancel("XYZ789")], [False]))  # the gold breaks the policy, and so did the agent
+    assert own.source == "agent" and "forbids" in own.reason and "ABC123" in own.evidence.quote
 
 
 def test_transfers_are_judged_by_the_users_request_not_by_gold() -> None:
@@ -402,3 +409,8 @@ def test_gold_the_benchmark_corrected_blames_it_only_for_runs_graded_on_it(share
     old_gold = run.trajectory([stale], [False], task="9")
     assert attribute(old_gold).reason == "gold action corrected by the benchmark"
     assert attribute(run.trajectory([{**stale, "arguments": {"reservation_id": "OTHER1"}}], [False], task="9")).source == "agent"
+    # Task 7's stale flight change was replaced by another one: an agent that made neither fails the corrected set too.
+    replaced = next(a for a in airline_old["7"]["evaluation_criteria"]["actions"]
+                    if corrections.fingerprint(a["name"], a["arguments"]) in corrections.CORRECTIONS["airline"]["7"]["stale"])
+    idle = Run().user("change my flights please").say("Which reservation?").user("The one to Boston.").say("I cannot find it.")
+    assert attribute(idle.trajectory([replaced], [False], task="7")).source == "agent"

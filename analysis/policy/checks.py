@@ -48,7 +48,8 @@ def _leaves(value: Any, key: str = "") -> Iterator[tuple[str, Any]]:
 @dataclass(frozen=True)
 class Gap:
     """A missed gold action and what the run shows about it: `kind` is one of "breaks_policy",
-    "corrected_gold", "no_effect" (the system refused the same write for its record's state), "followed_user",
+    "corrected_gold", "superseded" (corrected by the benchmark into an action the agent did not make
+    either), "no_effect" (the system refused the same write for its record's state), "followed_user",
     "attempted" (the same call was made), "data", "argument",
     "refused", "transfer", "not_done"; `finding` the capability finding it gives the agent, or for
     the two GOLD_AT_FAULT kinds what is wrong with the gold."""
@@ -159,6 +160,15 @@ def _refused_by_state(conversation: Conversation, domain: Domain, action: dict[s
                for c in conversation.agent_calls)
 
 
+def _excused_by_correction(conversation: Conversation, domain: Domain, action: dict[str, Any]) -> bool:
+    """Whether missing this stale gold action (one the benchmark later corrected) is the benchmark's
+    error: the corrected task set would not fail the agent on it either (it dropped the action, or
+    the agent made the action it put instead)."""
+    task, name = conversation.trajectory.task_id, action.get("name", "")
+    return not corrections.replaced(domain.name, task, name) or any(
+        corrections.corrected_expects(domain.name, task, c.name, c.arguments) for c in conversation.agent_calls if c.name == name)
+
+
 def gold_violations(conversation: Conversation, domain: Domain, action: dict[str, Any], gold: list[dict[str, Any]]) -> list[Finding]:
     """How a gold action breaks the policy (or contradicts the data), given everything the run read
     and the gold actions listed before it in `gold` taken as done."""
@@ -186,12 +196,15 @@ def gold_gaps(conversation: Conversation, domain: Domain) -> list[Gap]:
         if _refused_by_state(conversation, domain, action):
             gaps.append(Gap(action, "no_effect", None))
             continue
-        if corrections.stale(domain.name, conversation.trajectory.task_id, action):
-            gaps.append(Gap(action, "corrected_gold", Finding("policy_compliance", None, f"the benchmark corrected this gold "
-                                                              f"action in a later task set ({corrections.SOURCE})")))
-            continue
         if broken := gold_violations(conversation, domain, action, [a for a, _ in gold]):
             gaps.append(Gap(action, "breaks_policy", broken[0]))
+            continue
+        if corrections.stale(domain.name, conversation.trajectory.task_id, action):
+            if _excused_by_correction(conversation, domain, action):
+                gaps.append(Gap(action, "corrected_gold", Finding("policy_compliance", None, f"the benchmark corrected this "
+                                                                  f"gold action in a later task set ({corrections.SOURCE})")))
+            else:  # the corrected set would fail the agent too, on an action this stale one cannot describe
+                gaps.append(Gap(action, "superseded", None))
             continue
         if name == TRANSFER:
             if not any(c.name == TRANSFER for c in conversation.agent_calls):
@@ -314,6 +327,13 @@ def policy_writes(conversation: Conversation, domain: Domain) -> Iterator[Findin
             if _state_error(call) and finding.capability == "policy_compliance":
                 finding = Finding("precondition_verification", finding.index, f"refused by the system: {finding.text}")
             yield finding
+
+
+def breaking_writes(conversation: Conversation, domain: Domain) -> list[Finding]:
+    """The policy rules the agent's successful writes break in the ways gold is checked for
+    (`GOLD_RULES`: a forbidden write, a value the records contradict)."""
+    return [f for f in policy_writes(conversation, domain) if f.capability in GOLD_RULES
+            and any(c.index == f.index and not c.error for c in conversation.agent_calls)]
 
 
 def writes_gold_refuses(conversation: Conversation, domain: Domain) -> Iterator[Finding]:

@@ -75,6 +75,12 @@ def stale(domain: str, task_id: str, action: dict[str, Any]) -> bool:
     return bool(entry) and fingerprint(action.get("name", ""), action.get("arguments") or {}) in entry["stale"]
 
 
+def replaced(domain: str, task_id: str, name: str) -> bool:
+    """Whether the corrected task set puts an action of tool `name` in place of the stale ones."""
+    entry = CORRECTIONS.get(domain, {}).get(str(task_id))
+    return bool(entry) and any(added.split(":")[0] == name for added in entry["added"])
+
+
 def corrected_expects(domain: str, task_id: str, name: str, arguments: dict[str, Any]) -> bool:
     """Whether a call is an action the corrected task set expects instead."""
     entry = CORRECTIONS.get(domain, {}).get(str(task_id))
