@@ -3,7 +3,9 @@
 The domain's rule module (`policy.airline`, `retail`, `telecom`; the generic checks for other
 domains) turns what the conversation established into findings, each naming a capability:
 - structured_data_reasoning: a wrong value read from the data (another record's id, a miscounted
-  bag allowance, an unavailable item), a claim the records contradict, the wrong customer line;
+  bag allowance, an unavailable item), a claim the records contradict, the wrong customer line, a
+  device setting called fine while the status read shows the fault, a data allowance exceeded and
+  never acted on;
 - multi_step_task_completion: a requested step never carried out, a run ended by a step limit;
 - precondition_verification: a write without the user's explicit yes to its details where the
   policy requires one, a write to a record never read, a write whose policy conditions failed;

@@ -186,6 +186,26 @@ def test_data_reasoning_is_not_needed_where_all_the_work_is_on_the_users_device(
     assert values(misread)["structured_data_reasoning"] == L  # shown all the same
 
 
+def test_a_telecom_status_read_wrongly_is_data_reasoning() -> None:
+    line = {"line_id": "L2", "phone_number": "555-123-2002", "plan_id": "P2", "data_used_gb": 15.1, "data_refueling_gb": 0.0,
+            "roaming_enabled": True}
+    plan = {"plan_id": "P2", "data_limit_gb": 15.0, "data_refueling_price_per_gb": 2.0}
+
+    def run(status: str, summary: str, refuel: bool = False, said: str = "Please make sure roaming is on.") -> dict[str, LabelValue]:
+        steps = (Run("telecom", policy="").user("MMS fails abroad, my number is 555-123-2002.")
+                 .call("get_details_by_id", line, id="L2").call("get_details_by_id", plan, id="P2")
+                 .call("check_network_status", f"Airplane Mode: OFF\nData Roaming Enabled: {status}").say(said))
+        if refuel:
+            steps.call("refuel_data", {**line, "data_refueling_gb": 2.0}, customer_id="C1", line_id="L2", gb_amount=2.0)
+        steps.call("transfer_to_human_agents", "Transfer successful", summary=summary)
+        return values(steps.trajectory([], [], success=False))
+
+    assert run("No", "MMS fails; roaming is enabled and the APN was reset.", refuel=True)["structured_data_reasoning"] == L
+    assert run("Yes", "MMS fails; roaming is enabled and the APN was reset.", refuel=True)["structured_data_reasoning"] == P
+    assert run("No", "MMS fails; the APN was reset.", refuel=True)["structured_data_reasoning"] == P  # an instruction is no claim
+    assert run("Yes", "MMS fails; the APN was reset.")["structured_data_reasoning"] == L  # 15.1 GB of 15 GB, never refuelled
+
+
 def test_a_missed_action_is_paired_with_the_call_on_the_same_record() -> None:
     # Gold cancels ABC123 and XYZ789; the agent cancels ABC123 (right) and never XYZ789.
     run = (looked_up("ABC123").call("get_reservation_details", booking("XYZ789"), reservation_id="XYZ789")
