@@ -5,7 +5,7 @@ domains) turns what the conversation established into findings, each naming a ca
 - structured_data_reasoning: a wrong value read from the data (another record's id, a miscounted
   bag allowance, an unavailable item), a claim the records contradict, the wrong customer line, a
   device setting called fine while the status read shows the fault, a data allowance exceeded and
-  never acted on;
+  never acted on, a charge or refund stated that the write made did not (`policy.quotes`);
 - multi_step_task_completion: a requested step never carried out, a run ended by a step limit;
 - precondition_verification: a write without the user's explicit yes to its details where the
   policy requires one, a write to a record never read, a write whose policy conditions failed;
@@ -23,7 +23,7 @@ ended at once is not excused), data reasoning then too and when all the task's w
 from __future__ import annotations
 
 from tracegym.analysis.detectors import Verdict, evidence
-from tracegym.analysis.policy import checks, domain_for
+from tracegym.analysis.policy import checks, domain_for, quotes
 from tracegym.analysis.policy.conversation import Conversation
 from tracegym.analysis.policy.domain import TRANSFER, Domain, Finding
 from tracegym.schema import Trajectory
@@ -44,6 +44,7 @@ def findings(conversation: Conversation, domain: Domain) -> list[Finding]:
     found += checks.loops(conversation)
     found += checks.transfers(conversation, gaps)
     found += checks.termination(conversation)
+    found += quotes.misquoted_charges(conversation, domain)
     found += domain.check_conversation(conversation)
     return found
 

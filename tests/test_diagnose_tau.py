@@ -186,6 +186,25 @@ def test_data_reasoning_is_not_needed_where_all_the_work_is_on_the_users_device(
     assert values(misread)["structured_data_reasoning"] == L  # shown all the same
 
 
+def test_a_charge_stated_that_the_write_did_not_make_is_data_reasoning() -> None:
+    paid = [{"payment_id": "credit_card_1", "amount": 200}]
+
+    def upgraded(said: str, charged: float) -> LabelValue:
+        record = {**booking("ABC123"), "payment_history": paid}
+        run = (Run().user("Upgrade ABC123 to business please.").call("get_user_details", USER, user_id="ana_1")
+               .call("get_reservation_details", record, reservation_id="ABC123")
+               .say(f"Upgrading ABC123 to business: {said}, charged to your visa 4321. Proceed?").user("yes")
+               .call("update_reservation_flights", {**record, "cabin": "business", "payment_history": paid + [
+                   {"payment_id": "credit_card_1", "amount": charged}]}, reservation_id="ABC123", cabin="business",
+                     flights=[{"flight_number": "HAT001", "date": "2024-05-20"}], payment_id="credit_card_1"))
+        return values(run.trajectory([], [], success=True))["structured_data_reasoning"]
+
+    assert upgraded("the fare difference is $150", 150) == P
+    assert upgraded("the fare difference is $75 per passenger", 150) == P  # a share of the charge
+    assert upgraded("the fare difference is $120", 150) == L
+    assert upgraded("the business fare is $350", 150) == P  # a fare, not a charge: nothing stated to compare
+
+
 def test_a_telecom_status_read_wrongly_is_data_reasoning() -> None:
     line = {"line_id": "L2", "phone_number": "555-123-2002", "plan_id": "P2", "data_used_gb": 15.1, "data_refueling_gb": 0.0,
             "roaming_enabled": True}
