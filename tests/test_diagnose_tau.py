@@ -15,79 +15,14 @@ from tracegym.analysis.contrast import contrast, failing_for_every_agent
 from tracegym.analysis.detect_tau import detect
 from tracegym.analysis.diagnose import diagnose
 from tracegym.analysis.ingest import ingest_paths
-from tracegym.analysis.policy import airline, corrections
-from tracegym.schema import LabelValue, Message, Source, ToolCall, Trajectory
+from tracegym.analysis.policy import corrections
+from tracegym.schema import Trajectory
 
-P, L, N = LabelValue.PRESENT, LabelValue.LACKING, LabelValue.NA
+from tau_runs import USER, L, N, P, Run, booking, cancel, looked_up, quotes, values
+
 PAPER_TAU_CAPABILITIES = {"structured_data_reasoning", "multi_step_task_completion", "precondition_verification",
                           "tool_calling_precision"}
 REPO = Path(__file__).resolve().parents[1]
-# An airline policy holding the sentences the airline rules implement (each rule applies only under its own).
-AIRLINE_POLICY = "\n".join(["The current time is 2024-05-15 15:00:00 EST.", airline.DOMAIN.confirmation_policy,
-                            *(r.policy for r in airline.DOMAIN.action_rules + airline.DOMAIN.conversation_rules)])
-USER = {"user_id": "ana_1", "name": {"first_name": "Ana", "last_name": "Diaz"}, "dob": "1990-01-01", "membership": "regular",
-        "payment_methods": {"credit_card_1": {"source": "credit_card", "id": "credit_card_1", "brand": "visa", "last_four": "4321"},
-                            "gift_card_9": {"source": "gift_card", "id": "gift_card_9", "amount": 100}},
-        "reservations": ["ABC123", "XYZ789"]}
-
-
-def booking(rid: str, created: str = "2024-05-15T10:00:00", cabin: str = "economy", insurance: str = "no",
-            date: str = "2024-05-20", bags: int = 0) -> dict:
-    return {"reservation_id": rid, "user_id": "ana_1", "origin": "JFK", "destination": "LAX", "flight_type": "one_way",
-            "cabin": cabin, "flights": [{"flight_number": "HAT001", "origin": "JFK", "destination": "LAX", "date": date, "price": 200}],
-            "passengers": [{"first_name": "Ana", "last_name": "Diaz", "dob": "1990-01-01"}], "created_at": created,
-            "total_baggages": bags, "nonfree_baggages": 0, "insurance": insurance}
-
-
-class Run:
-    """Builds a τ² trajectory message by message; tool calls get ids c0, c1, ..."""
-
-    def __init__(self, domain: str = "airline", policy: str = AIRLINE_POLICY) -> None:
-        self.messages: list[Message] = [Message(role="assistant", content="Hi! How can I help you today?")]
-        self.domain, self.policy = domain, policy
-
-    def user(self, text: str) -> "Run":
-        self.messages.append(Message(role="user", content=text))
-        return self
-
-    def say(self, text: str) -> "Run":
-        self.messages.append(Message(role="assistant", content=text))
-        return self
-
-    def call(self, name: str, result: object = "{}", error: bool = False, **arguments) -> "Run":
-        call_id = f"c{len(self.messages)}"
-        self.messages.append(Message(role="assistant", tool_calls=[ToolCall(id=call_id, name=name, arguments=arguments)]))
-        self.messages.append(Message(role="tool", tool_call_id=call_id, error=error,
-                                     content=result if isinstance(result, str) else json.dumps(result)))
-        return self
-
-    def trajectory(self, gold: list[dict], matched: list[bool], success: bool = False, task: str = "1",
-                   agent: str = "a", termination: str = "user_stop") -> Trajectory:
-        gold = [{"action_id": f"g{i}", "requestor": "assistant", "compare_args": None, **g} for i, g in enumerate(gold)]
-        checks = [{"action": g, "action_match": m, "action_reward": float(m)} for g, m in zip(gold, matched)]
-        return Trajectory(
-            id=f"{agent}/{task}/{len(self.messages)}", task_id=task,
-            source=Source(benchmark=f"tau2-{self.domain}", format="tau2_results", file="x", agent=agent),
-            messages=self.messages, reward=float(success), success=success, termination_reason=termination,
-            diagnostics={"reward_info": {"reward": float(success), "action_checks": checks}, "gold_actions": gold},
-            metadata={"domain": self.domain, "policy": self.policy})
-
-
-def values(trajectory: Trajectory) -> dict[str, LabelValue]:
-    return {name: verdict.value for name, verdict in detect(trajectory).items()}
-
-
-def quotes(trajectory: Trajectory, capability: str) -> str:
-    return " | ".join(e.quote for e in detect(trajectory)[capability].evidence)
-
-
-def cancel(rid: str) -> dict:
-    return {"name": "cancel_reservation", "arguments": {"reservation_id": rid}}
-
-
-def looked_up(rid: str, **record) -> Run:
-    return (Run().user("Hi, I'm ana_1 and I want to cancel ABC123, I booked it this morning.")
-            .call("get_user_details", USER, user_id="ana_1").call("get_reservation_details", booking(rid, **record), reservation_id=rid))
 
 
 def test_clean_run_is_present_everywhere_it_applies() -> None:
@@ -184,45 +119,6 @@ def test_data_reasoning_is_not_needed_where_all_the_work_is_on_the_users_device(
         "Your line is active.").trajectory(device, [True], success=True)
     misread.diagnostics["gold_actions"] = device
     assert values(misread)["structured_data_reasoning"] == L  # shown all the same
-
-
-def test_a_charge_stated_that_the_write_did_not_make_is_data_reasoning() -> None:
-    paid = [{"payment_id": "credit_card_1", "amount": 200}]
-
-    def upgraded(said: str, charged: float) -> LabelValue:
-        record = {**booking("ABC123"), "payment_history": paid}
-        run = (Run().user("Upgrade ABC123 to business please.").call("get_user_details", USER, user_id="ana_1")
-               .call("get_reservation_details", record, reservation_id="ABC123")
-               .say(f"Upgrading ABC123 to business: {said}, charged to your visa 4321. Proceed?").user("yes")
-               .call("update_reservation_flights", {**record, "cabin": "business", "payment_history": paid + [
-                   {"payment_id": "credit_card_1", "amount": charged}]}, reservation_id="ABC123", cabin="business",
-                     flights=[{"flight_number": "HAT001", "date": "2024-05-20"}], payment_id="credit_card_1"))
-        return values(run.trajectory([], [], success=True))["structured_data_reasoning"]
-
-    assert upgraded("the fare difference is $150", 150) == P
-    assert upgraded("the fare difference is $75 per passenger", 150) == P  # a share of the charge
-    assert upgraded("the fare difference is $120", 150) == L
-    assert upgraded("the business fare is $350", 150) == P  # a fare, not a charge: nothing stated to compare
-
-
-def test_a_telecom_status_read_wrongly_is_data_reasoning() -> None:
-    line = {"line_id": "L2", "phone_number": "555-123-2002", "plan_id": "P2", "data_used_gb": 15.1, "data_refueling_gb": 0.0,
-            "roaming_enabled": True}
-    plan = {"plan_id": "P2", "data_limit_gb": 15.0, "data_refueling_price_per_gb": 2.0}
-
-    def run(status: str, summary: str, refuel: bool = False, said: str = "Please make sure roaming is on.") -> dict[str, LabelValue]:
-        steps = (Run("telecom", policy="").user("MMS fails abroad, my number is 555-123-2002.")
-                 .call("get_details_by_id", line, id="L2").call("get_details_by_id", plan, id="P2")
-                 .call("check_network_status", f"Airplane Mode: OFF\nData Roaming Enabled: {status}").say(said))
-        if refuel:
-            steps.call("refuel_data", {**line, "data_refueling_gb": 2.0}, customer_id="C1", line_id="L2", gb_amount=2.0)
-        steps.call("transfer_to_human_agents", "Transfer successful", summary=summary)
-        return values(steps.trajectory([], [], success=False))
-
-    assert run("No", "MMS fails; roaming is enabled and the APN was reset.", refuel=True)["structured_data_reasoning"] == L
-    assert run("Yes", "MMS fails; roaming is enabled and the APN was reset.", refuel=True)["structured_data_reasoning"] == P
-    assert run("No", "MMS fails; the APN was reset.", refuel=True)["structured_data_reasoning"] == P  # an instruction is no claim
-    assert run("Yes", "MMS fails; the APN was reset.")["structured_data_reasoning"] == L  # 15.1 GB of 15 GB, never refuelled
 
 
 def test_a_missed_action_is_paired_with_the_call_on_the_same_record() -> None:

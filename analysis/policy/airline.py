@@ -3,18 +3,20 @@
 Each rule names the policy sentence it implements (policy.md of the airline domain). Rules over one
 write apply to the agent's writes and to the gold actions alike; the state they consult is the
 reservation and user records the tool results showed, flight statuses, and the user's words (a
-cancellation reason). "Now" is the policy's own "The current time is ..." line.
+cancellation reason), as `airline_records` reads them. Rules over what the agent said are in
+`airline_offers`.
 """
 
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
 from typing import Any, Iterator
 
 from tracegym.analysis.detectors import canonical
-from tracegym.analysis.policy.conversation import Call, Conversation, mentions
-from tracegym.analysis.policy.domain import ActionRule, ConversationRule, Domain, Finding
+from tracegym.analysis.policy import airline_offers
+from tracegym.analysis.policy.airline_records import cancellation_refused, flown, may_compensate, reservation, reservations, user
+from tracegym.analysis.policy.conversation import Call, Conversation
+from tracegym.analysis.policy.domain import ActionRule, Domain, Finding
 from tracegym.analysis.policy.payments import payment_words
 
 BAGS = ("bag", "bags", "baggage", "baggages", "luggage", "suitcase", "suitcases")
@@ -23,76 +25,20 @@ FREE_BAGS = {  # membership -> cabin -> free checked bags per passenger
     "silver": {"basic_economy": 1, "economy": 2, "business": 3},
     "gold": {"basic_economy": 2, "economy": 3, "business": 4},
 }
-COVERED = re.compile(r"\b(sick|ill|illness|health|medical|hospital\w*|surgery|injur\w*|doctor|emergency room|"
-                     r"weather|storm|hurricane|snow\w*|flood\w*|blizzard)\b", re.IGNORECASE)
 NO_BAGS = re.compile(r"\b(?:no|(?:do ?n[o'’]t|not|never) (?:need|want)(?: any)?|not interested in (?:adding )?(?:any )?)"
                      r"\s*(?:checked\s+)?(?:bags?|baggage|luggage)\b", re.IGNORECASE)
-_MEMBER_CLAIM = re.compile(r"\b(?:you(?:'re| are)|your|as an?)\s+(?:a\s+)?(gold|silver|regular)\s+(?:member|membership|status|tier)",
-                           re.IGNORECASE)
-_OFFER = re.compile(r"\b(offer|issue|provide|send|give|compensate)\w*\b[^.?!\n]{0,80}\b(certificate|compensation|voucher)",
-                    re.IGNORECASE)
-_ROUTE_OR_DATE = re.compile(r"\b[A-Z]{3}\b(?<!USA)(?<!EST)|\b\d{4}-\d{2}-\d{2}\b|\bfrom [A-Z][a-z]+.{0,30}\bto [A-Z][a-z]+")
-
-
-def reservation(conversation: Conversation, reservation_id: Any, before: int | None, first: bool = False) -> dict | None:
-    """The reservation record read before `before` (the latest, or with `first` the initial one),
-    with the cabin and flights of any flight change among `conversation.prior` applied."""
-    record = conversation.record("reservation_id", reservation_id, before, first=first, with_key="flights")
-    for action in conversation.prior:
-        arguments = action.get("arguments") or {}
-        if record is not None and action.get("name") == "update_reservation_flights" and arguments.get("reservation_id") == reservation_id:
-            record = {**record, "cabin": arguments.get("cabin", record.get("cabin")), "flights": arguments.get("flights") or record.get("flights")}
-    return record
-
-
-def user(conversation: Conversation, before: int, user_id: Any = None) -> dict | None:
-    """The user profile read before `before` (of `user_id` when given)."""
-    found = [obj for _, obj in conversation.records("membership", before)
-             if user_id is None or obj.get("user_id") == user_id]
-    return found[-1] if found else None
-
-
-def flight_status(conversation: Conversation, flight: dict, before: int) -> str | None:
-    statuses = [c.output for c in conversation.agent_calls if c.name == "get_flight_status" and c.index < before
-                and c.arguments.get("flight_number") == flight.get("flight_number")
-                and c.arguments.get("date") == flight.get("date") and isinstance(c.output, str)]
-    return statuses[-1].strip().lower() if statuses else None
-
-
-def flown(conversation: Conversation, record: dict, before: int) -> dict | None:
-    """The first flight of `record` already flown (dated before today, or reported landed/flying)."""
-    today = conversation.now
-    for flight in record.get("flights") or []:
-        status = flight_status(conversation, flight, before)
-        if status in ("landed", "flying") or (today and str(flight.get("date")) < today.date().isoformat()):
-            return flight
-    return None
+CERTIFICATE_PER_PASSENGER = {"cancelled": 100, "delayed": 50}  # the policy's gesture amounts, in dollars
 
 
 def _cancellation(conversation: Conversation, name: str, arguments: dict, before: int) -> Iterator[Finding]:
     """Cancellable only if nothing was flown and one of the four conditions holds. The reservation
     as first shown anywhere in the run (a cancellation's own result shows it too)."""
     record = reservation(conversation, arguments.get("reservation_id"), None, first=True)
-    if record is None:
-        return
-    rid = record["reservation_id"]
-    gone = flown(conversation, record, before)
-    if gone is not None:
-        text = f"cancel_reservation({rid}): flight {gone.get('flight_number')} on {gone.get('date')} was already flown"
-        yield Finding("policy_compliance", before, text + " (policy: the agent cannot help, transfer)")
+    refused = record and cancellation_refused(conversation, record, before)
+    if refused:
+        text, was_flown = refused
+        yield Finding("policy_compliance", before, text + (" (policy: the agent cannot help, transfer)" if was_flown else ""))
         yield Finding("precondition_verification", before, text)
-        return
-    today, created = conversation.now, record.get("created_at")
-    recent = bool(today and created and datetime.fromisoformat(str(created)) >= today - timedelta(hours=24))
-    cancelled = any(flight_status(conversation, f, before) == "cancelled" for f in record.get("flights") or [])
-    insured = record.get("insurance") == "yes" and COVERED.search(conversation.user_text(before))
-    if recent or cancelled or record.get("cabin") == "business" or insured:
-        return
-    text = (f"cancel_reservation({rid}): booked {created} (over 24 h before now), cabin {record.get('cabin')}, "
-            f"insurance {record.get('insurance')}, no airline cancellation, "
-            + ("no health or weather reason given" if record.get("insurance") == "yes" else "no insurance"))
-    yield Finding("policy_compliance", before, text)
-    yield Finding("precondition_verification", before, text)
 
 
 def _flights_change(conversation: Conversation, name: str, arguments: dict, before: int) -> Iterator[Finding]:
@@ -190,58 +136,28 @@ def _passenger_birthdates(conversation: Conversation, name: str, arguments: dict
 
 
 def _certificate(conversation: Conversation, name: str, arguments: dict, before: int) -> Iterator[Finding]:
-    profile = user(conversation, before, arguments.get("user_id"))
-    reservations = [obj for _, obj in conversation.records("reservation_id", before) if "flights" in obj]
-    if not reservations:
+    profile, read = user(conversation, before, arguments.get("user_id")), reservations(conversation, before)
+    if not read:
         yield Finding("precondition_verification", before, f"send_certificate({arguments.get('amount')}): no reservation "
                                                            "was read to confirm the facts")
-    elif profile is not None and not _may_compensate(profile, reservations):
+    elif profile is not None and not may_compensate(profile, read):
         yield Finding("policy_compliance", before, f"send_certificate({arguments.get('amount')}): a regular member with no "
                                                    "insurance flying (basic) economy gets no compensation")
 
 
-def _may_compensate(profile: dict, reservations: list[dict]) -> bool:
-    return profile.get("membership") in ("silver", "gold") or any(
-        r.get("insurance") == "yes" or r.get("cabin") == "business" for r in reservations)
-
-
-def _compensation_offers(conversation: Conversation) -> Iterator[Finding]:
-    """Offering a certificate or compensation before confirming the facts (no reservation read),
-    or to a user the policy gives none."""
-    for index, text in conversation.texts("assistant"):
-        if not (_OFFER.search(text) and "$" in text):
-            continue
-        profile = user(conversation, index)
-        reservations = [obj for _, obj in conversation.records("reservation_id", index) if "flights" in obj]
-        if not reservations:
-            yield Finding("precondition_verification", index, f"offers compensation before reading any reservation: {text}")
-        if profile is not None and not _may_compensate(profile, reservations):
-            yield Finding("policy_compliance", index, f"offers compensation to a {profile.get('membership')} member with "
-                                                      f"no insurance or business cabin: {text}")
+def _delay_certificate(conversation: Conversation, name: str, arguments: dict, before: int) -> Iterator[Finding]:
+    """A delay's certificate ($50 per passenger of a reservation read) only after the agent changed
+    or cancelled a reservation (the agent's own successful writes, or the gold's before it)."""
+    amount, read = arguments.get("amount"), reservations(conversation, before)
+    delayed = {CERTIFICATE_PER_PASSENGER["delayed"] * len(r.get("passengers") or []) for r in read}
+    if amount not in delayed or amount in {CERTIFICATE_PER_PASSENGER["cancelled"] * len(r.get("passengers") or []) for r in read}:
         return
-
-
-def _membership_claims(conversation: Conversation) -> Iterator[Finding]:
-    """Stating a membership level the user's profile contradicts."""
-    for index, text in conversation.texts("assistant"):
-        profile = user(conversation, index)
-        claim = _MEMBER_CLAIM.search(text)
-        if profile is not None and claim and claim.group(1).lower() != str(profile.get("membership")).lower():
-            yield Finding("structured_data_reasoning", index, f"says {claim.group(0)!r}; the profile's membership is "
-                                                              f"{profile.get('membership')}: {text}")
-            return
-
-
-def _unread_reservation_claims(conversation: Conversation) -> Iterator[Finding]:
-    """Describing a reservation (route, dates) that was never read."""
-    known = {str(r) for _, obj in conversation.records("reservations") for r in obj.get("reservations") or []}
-    for index, text in conversation.texts("assistant"):
-        if not _ROUTE_OR_DATE.search(text):
-            continue
-        for rid in sorted(known):
-            if mentions(text, rid) and reservation(conversation, rid, index) is None:
-                yield Finding("structured_data_reasoning", index, f"describes reservation {rid} without having read it: {text}")
-                return
+    changed = any(c.name in ("update_reservation_flights", "cancel_reservation") and not c.error and c.index < before
+                  for c in conversation.agent_calls) or any(
+        a.get("name") in ("update_reservation_flights", "cancel_reservation") for a in conversation.prior)
+    if not changed:
+        yield Finding("policy_compliance", before, f"send_certificate({amount}): a delay's certificate although no "
+                                                   "reservation was changed or cancelled")
 
 
 def confirmation(call: Call, conversation: Conversation) -> list[tuple[str, ...]] | None:
@@ -291,14 +207,11 @@ DOMAIN = Domain(
         ActionRule("The agent needs to collect the first name, last name, and date of birth for each passenger.",
                    frozenset({"book_reservation", "update_reservation_passengers"}), _passenger_birthdates),
         ActionRule("Always confirms the facts before offering compensation.", frozenset({"send_certificate"}), _certificate),
+        ActionRule("If the user complains about delayed flights in a reservation and wants to change or cancel the reservation, "
+                   "the agent can offer a certificate as a gesture after confirming the facts and changing or cancelling the "
+                   "reservation", frozenset({"send_certificate"}), _delay_certificate),
     ),
-    conversation_rules=(
-        ConversationRule("Only compensate if the user is a silver/gold member or has travel insurance or flies business.",
-                         _compensation_offers),
-        ConversationRule("There are three membership levels", _membership_claims),
-        ConversationRule("If the user doesn't know their reservation id, the agent should help locate it using available tools.",
-                         _unread_reservation_claims),
-    ),
+    conversation_rules=airline_offers.RULES,
     derived=frozenset({"flights", "nonfree_baggages", "amount", "payment_methods"}),
     preconditions_always=True,
 )

@@ -27,6 +27,10 @@ _NEGATIVE_START = re.compile(r"^\s*(no\b|nope\b|not\b|don'?t\b|wait\b|actually\b
 _CLOSING = re.compile(r"anything else|further (?:assistance|questions)|have a (?:great|good|nice|wonderful) day|"
                       r"feel free to (?:reach out|contact)|glad (?:i|we) could help|you'?re (?:very )?welcome|"
                       r"being transferred|transfer(?:ring)? you to a human", re.IGNORECASE)
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
+_CONDITIONAL = re.compile(r"\b(?:if(?! you(?:'d| would)? (?:like|wish|want|prefer))|whether|unless)\b|\?\s*$", re.IGNORECASE)
+_CLAUSE = re.compile(r"[,;:]|\b(?:but|despite|however|although|though|whereas)\b", re.IGNORECASE)
+_NEGATED = re.compile(r"\b(?:not|never|no|cannot|unable)\b|n[o'’]t\b", re.IGNORECASE)
 _NOW = re.compile(r"current time is (\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})")
 _ASKS = re.compile(r"\b(confirm|shall i|would you like|do you want|let me know|reply with)\b", re.IGNORECASE)
 _HUMAN = re.compile(r"\b(human|real person|live (?:agent|person)|representative|supervisor|manager|someone else|"
@@ -101,6 +105,15 @@ def awaits_answer(text: str) -> bool:
 def is_affirmative(text: str) -> bool:
     """An explicit yes (and not a message opening with a no)."""
     return bool(_AFFIRMATIVE.search(text)) and not _NEGATIVE_START.search(text)
+
+
+def assertions(text: str, hedges: re.Pattern | None = None) -> list[str]:
+    """The clauses of `text` that assert something: from sentences that are no question, no
+    condition ("if", "unless", ...) and match none of the caller's `hedges`, the clauses (split at
+    commas, "but", "despite", ...) that are not negated."""
+    return [clause.strip() for sentence in _SENTENCE.findall(text)
+            if not _CONDITIONAL.search(sentence) and not (hedges and hedges.search(sentence))
+            for clause in _CLAUSE.split(sentence) if clause.strip() and not _NEGATED.search(clause)]
 
 
 def asks_for_human(text: str) -> bool:

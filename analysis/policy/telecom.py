@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from tracegym.analysis.policy.conversation import Call, Conversation
+from tracegym.analysis.policy.conversation import Call, Conversation, assertions
 from tracegym.analysis.policy.domain import TRANSFER, ActionRule, ConversationRule, Domain, Finding
 from tracegym.analysis.policy.telecom_state import exceeded_lines, faults, statements
 
@@ -38,10 +38,9 @@ DENIALS = {  # fault (telecom_state) -> an agent's statement that it is absent
     "data limit exceeded": re.compile(r"\bha(?:s|ve) (?:\w+ ){0,2}data (?:available|left|remaining)\b|"
                                       r"\bwithin (?:the |your )?(?:data )?(?:limit|allowance)\b", re.IGNORECASE),
 }
-_NOT_A_CLAIM = re.compile(r"\b(?:make sure|ensure|check|verify|whether|please|if|once|when|after|until|will|would|let me know|"
-                          r"to (?:turn|toggle|switch|enable|disable|grant)|indicat\w*|not|n't|never|no)\b|\?\s*$|^\W*(?:\d+\.\s*)?\W*"
+_NOT_A_CLAIM = re.compile(r"\b(?:make sure|ensure|check|verify|please|once|when|after|until|will|would|let me know|"
+                          r"to (?:turn|toggle|switch|enable|disable|grant)|indicat\w*)\b|^\W*(?:\d+\.\s*)?\W*"
                           r"(?:turn|toggle|switch|enable|disable|go|tap|open|set|reset|reboot|restart|grant|try|run)\b", re.IGNORECASE)
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
 
 
 def user_numbers(conversation: Conversation, before: int | None = None) -> set[str]:
@@ -124,10 +123,10 @@ def _denied_faults(conversation: Conversation) -> Iterator[Finding]:
     are not claims)."""
     lines = user_lines(conversation)
     for index, text in statements(conversation):
-        claims = [s for s in _SENTENCE.findall(text) if not _NOT_A_CLAIM.search(s)]
+        claims = assertions(text, _NOT_A_CLAIM)
         present = faults(conversation, index, lines) if claims else {}
         for fault, shown in present.items():
-            claim = next((s.strip() for s in claims if DENIALS[fault].search(s)), None)
+            claim = next((s for s in claims if DENIALS[fault].search(s)), None)
             if claim:
                 yield Finding("structured_data_reasoning", index, f"says {claim!r}, but the last status read shows "
                                                                   f"{fault} ({shown})")
