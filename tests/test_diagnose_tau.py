@@ -45,6 +45,11 @@ def test_multi_step_completion_is_needed_where_the_task_involves_two_writes() ->
     assert values(again.trajectory([cancel("ABC123")], [True], success=True))["multi_step_task_completion"] == N  # one write, twice
     never = looked_up("ABC123").say("I see your reservation. Anything else?").user("No. ###STOP###")
     assert values(never.trajectory([cancel("ABC123")], [False]))["multi_step_task_completion"] == L  # the only request, undone
+    put_off = looked_up("ABC123").say("Shall I cancel ABC123 now?").user("Hold off please, I will call back later. ###STOP###")
+    assert values(put_off.trajectory([cancel("ABC123")], [False]))["multi_step_task_completion"] == N  # the user's choice
+    refused = (looked_up("ABC123").say("ABC123 can only be cancelled by a supervisor.")
+               .user("Never mind then. ###STOP###"))
+    assert values(refused.trajectory([cancel("ABC123")], [False]))["multi_step_task_completion"] == L  # gave up after a no
 
 
 def test_a_dictated_value_is_the_users_choice_not_a_misread() -> None:

@@ -29,6 +29,9 @@ _REFUSAL = re.compile(r"\b(?:polic(?:y|ies)|not (?:allowed|permitted|eligible)|i
                       r"refunded|returned|exchanged)|(?:unable|not able) to (?:modify|change|cancel|refund|return|exchange))\b",
                       re.IGNORECASE)
 _ARGUMENT_ERROR = re.compile(r"not found|invalid|does not exist|no such|unknown|format|missing|required", re.IGNORECASE)
+_DEFERRED = re.compile(r"\b(?:prefer to wait|hold off|(?:reach out|contact you|call back|come back)(?: again)? (?:later|once|when)|"
+                       r"decide later|think (?:about it|it over)|never ?mind|changed my mind)\b", re.IGNORECASE)
+_CANNOT = re.compile(r"\b(?:can only|cannot|can'?t|unable|not (?:possible|able|allowed|permitted|eligible))\b", re.IGNORECASE)
 GOLD_RULES = {"policy_compliance", "structured_data_reasoning"}  # findings that make a gold action break the policy
 GOLD_AT_FAULT = ("breaks_policy", "corrected_gold")
 
@@ -50,7 +53,7 @@ class Gap:
     """A missed gold action and what the run shows about it: `kind` is one of "breaks_policy",
     "corrected_gold", "superseded" (corrected by the benchmark into an action the agent did not make
     either), "no_effect" (the system refused the same write for its record's state), "followed_user",
-    "attempted" (the same call was made), "data", "argument",
+    "attempted" (the same call was made), "deferred" (the user put it off), "data", "argument",
     "refused", "transfer", "not_done"; `finding` the capability finding it gives the agent, or for
     the two GOLD_AT_FAULT kinds what is wrong with the gold."""
 
@@ -147,6 +150,20 @@ def _refused(conversation: Conversation, domain: Domain, action: dict[str, Any])
     return None
 
 
+def _deferred_by_user(conversation: Conversation, action: dict[str, Any]) -> bool:
+    """Whether the user put the action off ("I'd prefer to wait", "I'll call back later") after the
+    agent had proposed it (named one of its ids: a flight number, a record or item id)."""
+    details = [v for _, v in _leaves(action.get("arguments") or {}) if isinstance(v, str) and re.search(r"\d", v) and len(v) >= 3]
+    proposed = next((i for i, text in conversation.texts("assistant") if any(mentions(text, v) for v in details)), None)
+    if proposed is None:
+        return False
+    for index, text in conversation.texts("user", proposed):
+        said = conversation.texts("assistant", proposed, index)
+        if _DEFERRED.search(text) and not (said and _CANNOT.search(said[-1][1])):  # giving up after a refusal is no choice
+            return True
+    return False
+
+
 def _state_error(call: Call) -> bool:
     """A failed call the system refused for the state of its record (an order not delivered), not for a bad argument."""
     return call.error and not _ARGUMENT_ERROR.search(str(call.output))
@@ -216,6 +233,8 @@ def gold_gaps(conversation: Conversation, domain: Domain) -> list[Gap]:
             call = ([c for c in same if not c.error] or same or other)[-1]
             claimed.add(id(call))
             gaps.append(_argument_gap(conversation, domain, action, call))
+        elif _deferred_by_user(conversation, action):
+            gaps.append(Gap(action, "deferred", None))
         elif (refusal := _refused(conversation, domain, action)) is not None:
             gaps.append(Gap(action, "refused", Finding("policy_compliance", refusal, f"refused what the policy allows "
                                                        f"({render(name, arguments)}): {conversation.messages[refusal].content}")))
