@@ -16,7 +16,7 @@ from tracegym.analysis.detect_tau import detect
 from tracegym.analysis.diagnose import diagnose
 from tracegym.analysis.ingest import ingest_paths
 from tracegym.analysis.policy import corrections
-from tracegym.schema import Trajectory
+from tracegym.schema import LabelValue, Trajectory
 
 from tau_runs import USER, L, N, P, Run, booking, cancel, looked_up, quotes, values
 
@@ -186,16 +186,18 @@ def test_a_failed_write_counts_when_it_mattered_and_a_solo_run_needs_no_yes() ->
 
 
 def test_cancellation_follows_the_policy_conditions() -> None:
-    def cancelled(user_text: str, **record) -> dict[str, LabelValue]:
+    def cancelled(user_text: str, proposal: str = "Cancel ABC123?", **record) -> dict[str, LabelValue]:
         run = (Run().user(user_text).call("get_user_details", USER, user_id="ana_1")
                .call("get_reservation_details", booking("ABC123", **record), reservation_id="ABC123")
-               .say("Cancel ABC123?").user("yes").call("cancel_reservation", booking("ABC123", **record), reservation_id="ABC123"))
+               .say(proposal).user("yes").call("cancel_reservation", booking("ABC123", **record), reservation_id="ABC123"))
         return values(run.trajectory([cancel("ABC123")], [True], success=True))
 
     assert cancelled("cancel ABC123")["policy_compliance"] == P  # booked within 24 hours
     old = {"created": "2024-05-01T10:00:00"}
     assert cancelled("cancel ABC123, plans changed", **old)["policy_compliance"] == L
     assert cancelled("cancel ABC123, plans changed", **old)["precondition_verification"] == L
+    knowingly = cancelled("cancel ABC123, plans changed", "ABC123 is not eligible for a refund. Cancel it anyway?", **old)
+    assert knowingly["policy_compliance"] == L and knowingly["precondition_verification"] == P  # checked, then broke the rule
     assert cancelled("cancel ABC123, I am sick", insurance="yes", **old)["policy_compliance"] == P
     assert cancelled("cancel ABC123, plans changed", cabin="business", **old)["policy_compliance"] == P
     assert cancelled("cancel ABC123", date="2024-05-10")["policy_compliance"] == L  # already flown

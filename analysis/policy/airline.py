@@ -15,7 +15,7 @@ from typing import Any, Iterator
 from tracegym.analysis.detectors import canonical
 from tracegym.analysis.policy import airline_offers
 from tracegym.analysis.policy.airline_records import cancellation_refused, flown, may_compensate, reservation, reservations, user
-from tracegym.analysis.policy.conversation import Call, Conversation
+from tracegym.analysis.policy.conversation import Call, Conversation, mentions
 from tracegym.analysis.policy.domain import ActionRule, Domain, Finding
 from tracegym.analysis.policy.payments import payment_words
 
@@ -27,18 +27,36 @@ FREE_BAGS = {  # membership -> cabin -> free checked bags per passenger
 }
 NO_BAGS = re.compile(r"\b(?:no|(?:do ?n[o'’]t|not|never) (?:need|want)(?: any)?|not interested in (?:adding )?(?:any )?)"
                      r"\s*(?:checked\s+)?(?:bags?|baggage|luggage)\b", re.IGNORECASE)
+_NO_REFUND = re.compile(r"\b(?:not eligible|ineligible|non-?refundable|no refund|not (?:be )?refund\w*|cannot be (?:cancell?ed|"
+                        r"refunded))\b", re.IGNORECASE)
 CERTIFICATE_PER_PASSENGER = {"cancelled": 100, "delayed": 50}  # the policy's gesture amounts, in dollars
 
 
 def _cancellation(conversation: Conversation, name: str, arguments: dict, before: int) -> Iterator[Finding]:
     """Cancellable only if nothing was flown and one of the four conditions holds. The reservation
-    as first shown anywhere in the run (a cancellation's own result shows it too)."""
+    as first shown anywhere in the run (a cancellation's own result shows it too). An agent that
+    had told the user this reservation gets no refund verified the conditions and cancelled anyway:
+    a policy breach, not a condition left unchecked."""
     record = reservation(conversation, arguments.get("reservation_id"), None, first=True)
     refused = record and cancellation_refused(conversation, record, before)
     if refused:
         text, was_flown = refused
         yield Finding("policy_compliance", before, text + (" (policy: the agent cannot help, transfer)" if was_flown else ""))
-        yield Finding("precondition_verification", before, text)
+        if not _told_no_refund(conversation, record.get("reservation_id"), before):
+            yield Finding("precondition_verification", before, text)
+
+
+def _told_no_refund(conversation: Conversation, reservation_id: Any, before: int) -> bool:
+    """Whether an agent message before `before` said reservation `reservation_id` gets no refund:
+    in one sentence naming it, or in a message naming no other reservation."""
+    others = {str(r.get("reservation_id")) for r in reservations(conversation, before)} - {str(reservation_id)}
+    for _, said in conversation.texts("assistant", 0, before):
+        if not _NO_REFUND.search(said) or not mentions(said, reservation_id):
+            continue
+        if not any(mentions(said, other) for other in others) or any(
+                _NO_REFUND.search(sentence) and mentions(sentence, reservation_id) for sentence in re.split(r"(?<=[.!?\n])", said)):
+            return True
+    return False
 
 
 def _flights_change(conversation: Conversation, name: str, arguments: dict, before: int) -> Iterator[Finding]:
