@@ -43,19 +43,23 @@ _REQUIRES = re.compile(r"\b(?:must|requires?|required|policy)\b", re.IGNORECASE)
 _TO_BE_SEEN = re.compile(r"\b(?:determine|check|once|only|outside|beyond)\b|\bpolic(?:y|ies) (?:states?|says?)\b", re.IGNORECASE)
 
 
-def _claims(conversation: Conversation, pattern: re.Pattern, hedges: re.Pattern | None = None) -> Iterator[tuple[int, str, str]]:
-    """(index, message, clause) for each agent clause that asserts `pattern`."""
+def _claims(conversation: Conversation, words: tuple[str, ...], pattern: re.Pattern,
+            hedges: re.Pattern | None = None) -> Iterator[tuple[int, str, str]]:
+    """(index, message, clause) for each agent clause that asserts `pattern`; only messages holding
+    one of `words` (lower case; every match of `pattern` holds one) are read."""
     for index, text in conversation.texts("assistant"):
-        for clause in assertions(text, hedges):
-            if pattern.search(clause):
-                yield index, text, clause
+        lowered = text.lower()
+        if any(word in lowered for word in words) and pattern.search(text):
+            for clause in assertions(text, hedges):
+                if pattern.search(clause):
+                    yield index, text, clause
 
 
 def _compensation_offers(conversation: Conversation) -> Iterator[Finding]:
     """Offering a certificate or compensation before confirming the facts (no reservation read),
     or to a user the policy gives none."""
     for index, text in conversation.texts("assistant"):
-        if not (_OFFER.search(text) and "$" in text):
+        if "$" not in text or not _OFFER.search(text):
             continue
         profile, read = user(conversation, index), reservations(conversation, index)
         if not read:
@@ -68,7 +72,7 @@ def _compensation_offers(conversation: Conversation) -> Iterator[Finding]:
 
 def _unasked_compensation(conversation: Conversation) -> Iterator[Finding]:
     """Raising compensation before the user asked for any."""
-    for index, text, clause in _claims(conversation, _RAISES_COMPENSATION, _STATES_A_RULE):
+    for index, text, clause in _claims(conversation, ("compensat",), _RAISES_COMPENSATION, _STATES_A_RULE):
         if not _ASKED_FOR_COMPENSATION.search(conversation.user_text(index)):
             yield Finding("policy_compliance", index, f"offers compensation the user did not ask for: {clause!r}")
             return
@@ -76,14 +80,14 @@ def _unasked_compensation(conversation: Conversation) -> Iterator[Finding]:
 
 def _partial_cabin_offers(conversation: Conversation) -> Iterator[Finding]:
     """Offering to change the cabin of some flights or passengers of a reservation only."""
-    for index, text, clause in _claims(conversation, _PARTIAL_CABIN, _REQUIRES):
+    for index, text, clause in _claims(conversation, ("only", "just", "while keeping"), _PARTIAL_CABIN, _REQUIRES):
         yield Finding("policy_compliance", index, f"offers a cabin change for part of a reservation: {clause!r}")
         return
 
 
 def _insurance_benefits(conversation: Conversation) -> Iterator[Finding]:
     """Saying travel insurance covers something other than a cancellation for health or weather."""
-    for index, text, clause in _claims(conversation, _INSURANCE_BENEFIT, _STATES_A_RULE):
+    for index, text, clause in _claims(conversation, ("insurance",), _INSURANCE_BENEFIT, _STATES_A_RULE):
         yield Finding("policy_compliance", index, f"claims an insurance benefit the policy does not give: {clause!r}")
         return
 
@@ -91,7 +95,7 @@ def _insurance_benefits(conversation: Conversation) -> Iterator[Finding]:
 def _refund_promises(conversation: Conversation) -> Iterator[Finding]:
     """Promising a refund for cancelling a reservation the policy does not let the agent cancel
     (the one reservation the clause or else the message names, else the last one read)."""
-    for index, text, clause in _claims(conversation, _REFUND_PROMISE, _TO_BE_SEEN):
+    for index, text, clause in _claims(conversation, ("refund",), _REFUND_PROMISE, _TO_BE_SEEN):
         read = reservations(conversation, index)
         named = [r for r in read if mentions(clause, r.get("reservation_id"))] or [
             r for r in read if mentions(text, r.get("reservation_id"))]
@@ -106,8 +110,8 @@ def _refund_promises(conversation: Conversation) -> Iterator[Finding]:
 def _membership_claims(conversation: Conversation) -> Iterator[Finding]:
     """Stating a membership level the user's profile contradicts."""
     for index, text in conversation.texts("assistant"):
-        profile = user(conversation, index)
-        claim = _MEMBER_CLAIM.search(text)
+        claim = "member" in text.lower() and _MEMBER_CLAIM.search(text)
+        profile = user(conversation, index) if claim else None
         if profile is not None and claim and claim.group(1).lower() != str(profile.get("membership")).lower():
             yield Finding("structured_data_reasoning", index, f"says {claim.group(0)!r}; the profile's membership is "
                                                               f"{profile.get('membership')}: {text}")
@@ -118,10 +122,11 @@ def _unread_reservation_claims(conversation: Conversation) -> Iterator[Finding]:
     """Describing a reservation (route, dates) that was never read."""
     known = {str(r) for _, obj in conversation.records("reservations") for r in obj.get("reservations") or []}
     for index, text in conversation.texts("assistant"):
-        if not _ROUTE_OR_DATE.search(text):
+        named = [rid for rid in sorted(known) if mentions(text, rid)]
+        if not named or not _ROUTE_OR_DATE.search(text):
             continue
-        for rid in sorted(known):
-            if mentions(text, rid) and reservation(conversation, rid, index) is None:
+        for rid in named:
+            if reservation(conversation, rid, index) is None:
                 yield Finding("structured_data_reasoning", index, f"describes reservation {rid} without having read it: {text}")
                 return
 

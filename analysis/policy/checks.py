@@ -268,9 +268,10 @@ def user_left_early(conversation: Conversation) -> Finding | None:
 def loops(conversation: Conversation) -> Iterator[Finding]:
     """The same call (name and arguments) made REPEAT_LIMIT or more times in a row, nothing between."""
     calls = conversation.agent_calls
+    keys = [(c.name, canonical(c.arguments)) for c in calls]
     start = 0
     for end in range(1, len(calls) + 1):
-        if end < len(calls) and (calls[end].name, canonical(calls[end].arguments)) == (calls[start].name, canonical(calls[start].arguments)):
+        if end < len(calls) and keys[end] == keys[start]:
             continue
         if end - start >= REPEAT_LIMIT:
             yield Finding("tool_calling_precision", calls[start].index,

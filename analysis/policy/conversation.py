@@ -12,7 +12,7 @@ import copy
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, Iterator
 
 import orjson
@@ -80,13 +80,24 @@ def mentions(text: str, value: Any) -> bool:
     a number may carry a unit, "2GB", but is not found inside a longer number, 2 not in 2024;
     a token that starts or ends with a symbol, "$" or "/gb", is matched there without a boundary)."""
     token = _token(value)
-    if not token:
-        return False
+    flat = _flat(text)
+    return bool(token) and token in flat and _token_pattern(token).search(flat) is not None
+
+
+@lru_cache(maxsize=8192)
+def _flat(text: str) -> str:
+    """`text` lower-cased, "#" dropped, spacing collapsed (as `mentions` compares)."""
+    return " ".join(text.lower().replace("#", "").split())
+
+
+@lru_cache(maxsize=8192)
+def _token_pattern(token: str) -> re.Pattern:
     before = r"(?<![\w.])" if re.match(r"\w", token) else ""
     after = r"(?!\d|\.\d)" if re.fullmatch(r"\d+(?:\.\d+)?", token) else r"(?!\w)" if re.search(r"\w$", token) else ""
-    return re.search(before + re.escape(token) + after, " ".join(text.lower().replace("#", "").split())) is not None
+    return re.compile(before + re.escape(token) + after)
 
 
+@lru_cache(maxsize=1024)
 def normal(text: str) -> str:
     """`text` lower-cased with markdown emphasis dropped and spacing collapsed, for finding a sentence."""
     return " ".join(re.sub(r"[*_`#]", "", text).lower().split())
