@@ -1,7 +1,9 @@
 """Agreement of the diagnosis with labels from careful reading (labels/reference.json), per half.
 
-For the 83 labelled τ²-bench trajectories (labels/README.md), on one half of the seeded split
-(`--split test` by default; the labellers are tuned on `tune` only), prints:
+For the 129 labelled τ²-bench trajectories (labels/README.md), on one half of the seeded split
+(`--split test` by default; the labellers are tuned on `tune` only), optionally only those of one
+sampling round (`--round 1|2`: round 2 was drawn after round 1's tuning, so on the tune half the
+two rounds serve as a split for checking that rules found on one part hold on the other), prints:
 - Cohen's κ per capability between the labeller and the reference, 3-class (NA / PRESENT /
   LACKING) and 2-class (LACKING vs not), pooled and per domain, with the 3-class confusion matrix;
 - agreement on failure source (agent / user_simulator / benchmark) over the failures, with κ;
@@ -13,7 +15,7 @@ of evidence are those of the τ² Results `messages[]` (ingest keeps them one to
 aggregates are printed; `--items` lists per-trajectory disagreements and is refused on the test
 half, so that the detectors are never tuned to its items.
 
-    python benchmarks/diagnosis_agreement.py [--split tune|test] [--items] [--judge-url URL [--judge-runs N] ...]
+    python benchmarks/diagnosis_agreement.py [--split tune|test] [--round 1|2] [--items] [--judge-url URL [--judge-runs N] ...]
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from tracegym.schema import Evidence, Label, LabelValue, Trajectory
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "labels" / "reference.json"
+SAMPLE = REPO / "labels" / "sample.json"  # the draw, with each round-2 entry marked "round": 2
 VALUES = ("NA", "PRESENT", "LACKING")
 SOURCES = ("agent", "user_simulator", "benchmark")
 GOAL = 0.6  # κ per capability and on failure source (issue 11)
@@ -74,9 +77,12 @@ class Item:
         return self.entry["run_file"].split("/")[0]
 
 
-def load_items(split: str, data: Path) -> list[Item]:
-    """The reference entries of `split`, each joined to its trajectory ingested from the run file."""
-    entries = [e for e in json.loads(REFERENCE.read_text(encoding="utf-8")) if e["split"] == split]
+def load_items(split: str, data: Path, round_: int | None = None) -> list[Item]:
+    """The reference entries of `split` (of sampling round `round_` only, when given), each joined
+    to its trajectory ingested from the run file."""
+    rounds = {(e["run_file"], e["sim_id"]): e.get("round", 1) for e in json.loads(SAMPLE.read_text(encoding="utf-8"))}
+    entries = [e for e in json.loads(REFERENCE.read_text(encoding="utf-8")) if e["split"] == split
+               and round_ in (None, rounds[(e["run_file"], e["sim_id"])])]
     files = sorted({e["run_file"] for e in entries})
     trajectories = {t.id: t for t in ingest_paths([data / "tau2" / "results" / f for f in files]).trajectories}
     return [Item(e, trajectories[f"{Path(e['run_file']).stem}/{e['sim_id']}"]) for e in entries]
@@ -188,6 +194,7 @@ def item_lines(items: list[Item], diagnosis: Diagnosis, voted: dict[tuple[str, s
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--split", choices=("tune", "test"), default="test", help="half of the reference (default test)")
+    parser.add_argument("--round", type=int, choices=(1, 2), dest="round_", help="only the trajectories of this sampling round")
     parser.add_argument("--items", action="store_true", help="list per-trajectory disagreements (tune half only)")
     add_config_arguments(parser, JudgeConfig)
     args = parser.parse_args(argv)
@@ -198,12 +205,13 @@ def main(argv: list[str] | None = None) -> int:
     if not (data / "tau2" / "results").is_dir():
         print(f"skipped: {data / 'tau2' / 'results'} is absent (set TRACEGYM_SHARED_DATA)")
         return 0
-    items = load_items(args.split, data)
+    items = load_items(args.split, data, args.round_)
     diagnosis = run_labeller(items, judge)
     voted = voted_values(diagnosis)
     names = list(items[0].entry["labels"])
     failures = sum(not i.trajectory.success for i in items)
-    print(f"{args.split} half: {len(items)} trajectories ({failures} failures), labeller "
+    part = f" (round {args.round_})" if args.round_ else ""
+    print(f"{args.split} half{part}: {len(items)} trajectories ({failures} failures), labeller "
           f"{diagnosis.report.params.get('labeller')}")
     for line in capability_agreement(items, voted, names):
         print(line)
