@@ -52,14 +52,13 @@ def findings(conversation: Conversation, domain: Domain) -> list[Finding]:
 def _operations(conversation: Conversation, domain: Domain) -> set[tuple]:
     """The distinct writes a task involves, one per tool and record: the gold's own (agent side) and
     every write the agent attempted."""
-    gold = conversation.trajectory.diagnostics.get("gold_actions") or []
-    return ({(a.get("name"), checks.record_of(domain, a.get("arguments") or {})) for a in gold
+    return ({(a["name"], checks.record_of(domain, a["arguments"])) for a in conversation.gold
              if (a.get("requestor") or "assistant") == "assistant" and a.get("name") != TRANSFER and domain.is_write(a.get("name", ""))}
             | {(c.name, checks.record_of(domain, c.arguments)) for c in conversation.agent_calls if domain.is_write(c.name)})
 
 
 def _needed(conversation: Conversation, domain: Domain) -> dict[str, bool]:
-    gold = conversation.trajectory.diagnostics.get("gold_actions") or []
+    gold = conversation.gold
     gold_writes = [a for a in gold if a.get("name") != TRANSFER and (domain.is_write(a.get("name", ""))
                                                                       or (a.get("requestor") or "assistant") != "assistant")]
     agent_writes = [c for c in conversation.agent_calls if domain.is_write(c.name) and not c.error]

@@ -1,15 +1,22 @@
-"""`tracegym diagnose` labels a run the same whatever other paths are passed with it."""
+"""`tracegym diagnose` labels a run the same whatever other paths are passed with it, and records of
+the wrong kind inside a run do not stop the detectors."""
 
 from __future__ import annotations
 
 import json
+import random
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tracegym.analysis.attribution import attribute
+from tracegym.analysis.detect_tau import CAPABILITIES, detect
 from tracegym.analysis.examples import example_results, write_example_run
+from tracegym.analysis.ingest import ingest_paths
 from tracegym.cli import main
+from tracegym.schema import Trajectory
 
 
 def _by_trajectory(out: Path, stem: str) -> tuple[dict, dict]:
@@ -51,3 +58,49 @@ def test_a_real_runs_labels_do_not_depend_on_the_other_paths(shared_data: Path, 
                _by_trajectory(_diagnose(tmp_path / "c", airline, shared_data / "tau2" / "results" / "retail"), run.stem)]
     assert results[0] == results[1] == results[2]
     assert len(results[0][0]) == 50 * 5 and len(results[0][1]) == 22
+
+
+HOSTILE = [None, "garbage", -1, 1e308, float("nan"), [], {}, [1, "x"], {"a": None}, True, "9" * 400]
+
+
+def _hostile(value: Any, rng: random.Random) -> Any:
+    """`value` with some fields replaced by values of the wrong kind, recursively."""
+    if isinstance(value, dict):
+        return {k: rng.choice(HOSTILE) if rng.random() < 0.15 else _hostile(v, rng) for k, v in value.items()}
+    if isinstance(value, list):
+        return [rng.choice(HOSTILE) if rng.random() < 0.15 else _hostile(v, rng) for v in value]
+    return value
+
+
+def _mangled(trajectory: Trajectory, rng: random.Random) -> Trajectory:
+    """A copy whose JSON tool results, call arguments, gold actions and verdict details hold hostile values."""
+    copy = trajectory.model_copy(deep=True)
+    for message in copy.messages:
+        if message.role == "tool" and message.content.startswith(("{", "[")):
+            message.content = json.dumps(_hostile(json.loads(message.content), rng))
+        for call in message.tool_calls:
+            call.arguments = _hostile(call.arguments, rng)
+    copy.diagnostics = _hostile(copy.diagnostics, rng)
+    copy.metadata["policy"] = str(copy.metadata.get("policy") or "") + " The current time is 2024-13-45 99:99:99."
+    return copy
+
+
+def _survive(trajectories: list[Trajectory]) -> None:
+    """Tool results, arguments and gold actions come from the run file: any field may hold anything."""
+    for seed in range(3):
+        rng = random.Random(seed)
+        for trajectory in trajectories:
+            mangled = _mangled(trajectory, rng)
+            assert set(detect(mangled)) == set(CAPABILITIES)
+            attribute(mangled)
+
+
+def test_records_of_the_wrong_kind_do_not_stop_the_detectors(tmp_path: Path) -> None:
+    _survive(ingest_paths([write_example_run(tmp_path)]).trajectories)
+
+
+def test_real_runs_with_records_of_the_wrong_kind_do_not_stop_the_detectors(shared_data: Path) -> None:
+    results = shared_data / "tau2" / "results"
+    if not results.is_dir():
+        pytest.skip(f"{results} is absent")
+    _survive([t for domain in ("airline", "retail", "telecom") for t in ingest_paths([results / domain]).trajectories[:12]])

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 from tracegym.analysis.detectors import canonical
 from tracegym.analysis.policy import airline_offers
 from tracegym.analysis.policy.airline_records import cancellation_refused, flown, may_compensate, reservation, reservations, user
-from tracegym.analysis.policy.conversation import Call, Conversation, mentions
+from tracegym.analysis.policy.conversation import Call, Conversation, dicts, listed, mentions
 from tracegym.analysis.policy.domain import ActionRule, Domain, Finding
 from tracegym.analysis.policy.payments import payment_words
 
@@ -63,8 +63,8 @@ def _flights_change(conversation: Conversation, name: str, arguments: dict, befo
     record = reservation(conversation, arguments.get("reservation_id"), before)
     if record is None:
         return
-    old = [(f.get("flight_number"), f.get("date")) for f in record.get("flights") or []]
-    new = [(f.get("flight_number"), f.get("date")) for f in arguments.get("flights") or [] if isinstance(f, dict)]
+    old = [(f.get("flight_number"), f.get("date")) for f in dicts(record.get("flights"))]
+    new = [(f.get("flight_number"), f.get("date")) for f in dicts(arguments.get("flights"))]
     rid = record["reservation_id"]
     if record.get("cabin") == "basic_economy" and sorted(map(str, old)) != sorted(map(str, new)):
         yield Finding("policy_compliance", before, f"update_reservation_flights({rid}): changes the flights of a basic "
@@ -74,7 +74,7 @@ def _flights_change(conversation: Conversation, name: str, arguments: dict, befo
                                                    f"{arguments.get('cabin')} after flight {gone.get('flight_number')} was flown")
     airports = _route(conversation, new, before)
     if airports and (airports[0] != record.get("origin") or record.get("destination") not in airports[1:]):
-        yield Finding("policy_compliance", before, f"update_reservation_flights({rid}): new route {'-'.join(airports)} "
+        yield Finding("policy_compliance", before, f"update_reservation_flights({rid}): new route {'-'.join(map(str, airports))} "
                                                    f"changes the reservation's {record.get('origin')}-{record.get('destination')}")
 
 
@@ -102,12 +102,12 @@ def _bags(conversation: Conversation, name: str, arguments: dict, before: int) -
         record = reservation(conversation, arguments.get("reservation_id"), before, first=True)
         if record is None:
             return
-        cabins, passengers, owner = _cabins(conversation, record["reservation_id"], before), len(record.get("passengers") or []), record.get("user_id")
-        had = record.get("total_baggages") or 0
+        cabins, passengers, owner = _cabins(conversation, record["reservation_id"], before), len(listed(record.get("passengers"))), record.get("user_id")
+        had = record.get("total_baggages") if isinstance(record.get("total_baggages"), int) else 0
         if isinstance(total, int) and total < had:
             yield Finding("policy_compliance", before, f"{name}({record['reservation_id']}): removes checked bags ({had} -> {total})")
     else:
-        cabins, passengers, owner, had = {str(arguments.get("cabin"))}, len(arguments.get("passengers") or []), arguments.get("user_id"), 0
+        cabins, passengers, owner, had = {str(arguments.get("cabin"))}, len(listed(arguments.get("passengers"))), arguments.get("user_id"), 0
     if isinstance(total, int) and total > had and NO_BAGS.search(conversation.user_text(before)):
         yield Finding("policy_compliance", before, f"{name}: {total} checked bags although the user wanted none")
     profile = user(conversation, before, owner)
@@ -124,18 +124,19 @@ def _bags(conversation: Conversation, name: str, arguments: dict, before: int) -
 
 def _payment(conversation: Conversation, name: str, arguments: dict, before: int) -> Iterator[Finding]:
     """At most one certificate, one credit card and three gift cards, all from the user's profile."""
-    ids = ([p.get("payment_id") for p in arguments.get("payment_methods") or [] if isinstance(p, dict)]
+    ids = ([p.get("payment_id") for p in dicts(arguments.get("payment_methods"))]
            if name == "book_reservation" else [arguments.get("payment_id")])
     owner = arguments.get("user_id") or (reservation(conversation, arguments.get("reservation_id"), before) or {}).get("user_id")
     profile = user(conversation, before, owner)
     if profile is not None:
-        outside = [p for p in ids if p and p not in (profile.get("payment_methods") or {})]
+        held = profile.get("payment_methods")
+        outside = [p for p in ids if p and str(p) not in (map(str, held) if isinstance(held, (dict, list)) else ())]
         if outside:
             yield Finding("policy_compliance", before, f"{name}: payment {', '.join(map(str, outside))} is not in the user's profile")
     for kind, limit in (("certificate", 1), ("credit_card", 1), ("gift_card", 3)):
         used = [p for p in ids if str(p).startswith(kind)]
         if len(used) > limit:
-            yield Finding("policy_compliance", before, f"{name}: {len(used)} {kind.replace('_', ' ')}s ({', '.join(used)}); at most {limit}")
+            yield Finding("policy_compliance", before, f"{name}: {len(used)} {kind.replace('_', ' ')}s ({', '.join(map(str, used))}); at most {limit}")
 
 
 def _passenger_birthdates(conversation: Conversation, name: str, arguments: dict, before: int) -> Iterator[Finding]:
@@ -144,9 +145,10 @@ def _passenger_birthdates(conversation: Conversation, name: str, arguments: dict
     profile = user(conversation, before, owner)
     if profile is None:
         return
-    known = {(str((profile.get("name") or {}).get("first_name")), str((profile.get("name") or {}).get("last_name"))): profile.get("dob")}
-    known.update({(str(p.get("first_name")), str(p.get("last_name"))): p.get("dob") for p in profile.get("saved_passengers") or []})
-    for passenger in arguments.get("passengers") or []:
+    name_of = profile.get("name") if isinstance(profile.get("name"), dict) else {}
+    known = {(str(name_of.get("first_name")), str(name_of.get("last_name"))): profile.get("dob")}
+    known.update({(str(p.get("first_name")), str(p.get("last_name"))): p.get("dob") for p in dicts(profile.get("saved_passengers"))})
+    for passenger in dicts(arguments.get("passengers")):
         key = (str(passenger.get("first_name")), str(passenger.get("last_name")))
         if key in known and known[key] and passenger.get("dob") != known[key] and not conversation.said_by_user(passenger.get("dob"), before):
             yield Finding("structured_data_reasoning", before, f"{name}: passenger {' '.join(key)} born {passenger.get('dob')}, "
@@ -167,8 +169,8 @@ def _delay_certificate(conversation: Conversation, name: str, arguments: dict, b
     """A delay's certificate ($50 per passenger of a reservation read) only after the agent changed
     or cancelled a reservation (the agent's own successful writes, or the gold's before it)."""
     amount, read = arguments.get("amount"), reservations(conversation, before)
-    delayed = {CERTIFICATE_PER_PASSENGER["delayed"] * len(r.get("passengers") or []) for r in read}
-    if amount not in delayed or amount in {CERTIFICATE_PER_PASSENGER["cancelled"] * len(r.get("passengers") or []) for r in read}:
+    delayed = {CERTIFICATE_PER_PASSENGER["delayed"] * len(listed(r.get("passengers"))) for r in read}
+    if amount not in delayed or amount in {CERTIFICATE_PER_PASSENGER["cancelled"] * len(listed(r.get("passengers"))) for r in read}:
         return
     changed = any(c.name in ("update_reservation_flights", "cancel_reservation") and not c.error and c.index < before
                   for c in conversation.agent_calls) or any(
@@ -183,15 +185,15 @@ def confirmation(call: Call, conversation: Conversation) -> list[tuple[str, ...]
     arguments = call.arguments
     pay = payment_words(conversation, arguments.get("payment_id"))
     if call.name == "book_reservation":
-        flights = [(f.get("flight_number"),) for f in arguments.get("flights") or [] if isinstance(f, dict)]
-        payments = tuple(w for p in arguments.get("payment_methods") or [] if isinstance(p, dict)
+        flights = [(f.get("flight_number"),) for f in dicts(arguments.get("flights"))]
+        payments = tuple(w for p in dicts(arguments.get("payment_methods"))
                          for w in payment_words(conversation, p.get("payment_id")))
         return flights + ([payments] if payments else [])
     if call.name == "update_reservation_flights":
         record = reservation(conversation, arguments.get("reservation_id"), call.index) or {}
-        kept = {f.get("flight_number") for f in record.get("flights") or []}
-        changed = [(f.get("flight_number"),) for f in arguments.get("flights") or []
-                   if isinstance(f, dict) and f.get("flight_number") not in kept]
+        kept = {str(f.get("flight_number")) for f in dicts(record.get("flights"))}
+        changed = [(f.get("flight_number"),) for f in dicts(arguments.get("flights"))
+                   if str(f.get("flight_number")) not in kept]
         details = changed or [(str(arguments.get("cabin")), str(arguments.get("cabin")).replace("_", " "))]
         return details + ([pay] if pay else [])
     if call.name == "update_reservation_baggages":
@@ -199,9 +201,9 @@ def confirmation(call: Call, conversation: Conversation) -> list[tuple[str, ...]
         return [BAGS, (arguments.get("total_baggages"),)] + ([pay] if charged and pay else [])
     if call.name == "update_reservation_passengers":
         record = reservation(conversation, arguments.get("reservation_id"), call.index) or {}
-        before = [canonical(p) for p in record.get("passengers") or []]
-        return [(p.get("first_name"), p.get("last_name"), p.get("dob")) for p in arguments.get("passengers") or []
-                if isinstance(p, dict) and canonical(p) not in before]
+        before = [canonical(p) for p in listed(record.get("passengers"))]
+        return [(p.get("first_name"), p.get("last_name"), p.get("dob")) for p in dicts(arguments.get("passengers"))
+                if canonical(p) not in before]
     return None
 
 

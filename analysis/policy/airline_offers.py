@@ -18,7 +18,7 @@ import re
 from typing import Iterator
 
 from tracegym.analysis.policy.airline_records import cancellation_refused, may_compensate, reservation, reservations, user
-from tracegym.analysis.policy.conversation import Conversation, assertions, mentions
+from tracegym.analysis.policy.conversation import Conversation, assertions, listed, mentions
 from tracegym.analysis.policy.domain import ConversationRule, Finding
 
 _MEMBER_CLAIM = re.compile(r"\b(?:you(?:'re| are)|your|as an?)\s+(?:a\s+)?(gold|silver|regular)\s+(?:member|membership|status|tier)",
@@ -120,7 +120,7 @@ def _membership_claims(conversation: Conversation) -> Iterator[Finding]:
 
 def _unread_reservation_claims(conversation: Conversation) -> Iterator[Finding]:
     """Describing a reservation (route, dates) that was never read."""
-    known = {str(r) for _, obj in conversation.records("reservations") for r in obj.get("reservations") or []}
+    known = {str(r) for _, obj in conversation.records("reservations") for r in listed(obj.get("reservations"))}
     for index, text in conversation.texts("assistant"):
         named = [rid for rid in sorted(known) if mentions(text, rid)]
         if not named or not _ROUTE_OR_DATE.search(text):

@@ -10,7 +10,7 @@ import re
 from datetime import datetime, timedelta
 from typing import Any
 
-from tracegym.analysis.policy.conversation import Conversation
+from tracegym.analysis.policy.conversation import Conversation, dicts
 
 COVERED = re.compile(r"\b(sick|ill|illness|unwell|not feeling well|health|medical|hospital\w*|surgery|injur\w*|doctor|fever|"
                      r"flu|covid|emergency room|weather|storm|hurricane|snow\w*|flood\w*|blizzard)\b", re.IGNORECASE)
@@ -49,7 +49,7 @@ def flight_status(conversation: Conversation, flight: dict, before: int) -> str 
 def flown(conversation: Conversation, record: dict, before: int) -> dict | None:
     """The first flight of `record` already flown (dated before today, or reported landed/flying)."""
     today = conversation.now
-    for flight in record.get("flights") or []:
+    for flight in dicts(record.get("flights")):
         status = flight_status(conversation, flight, before)
         if status in ("landed", "flying") or (today and str(flight.get("date")) < today.date().isoformat()):
             return flight
@@ -64,15 +64,23 @@ def cancellation_refused(conversation: Conversation, record: dict, before: int) 
     rid = record.get("reservation_id")
     if (gone := flown(conversation, record, before)) is not None:
         return f"cancel_reservation({rid}): flight {gone.get('flight_number')} on {gone.get('date')} was already flown", True
-    today, created = conversation.now, record.get("created_at")
-    recent = bool(today and created and datetime.fromisoformat(str(created)) >= today - timedelta(hours=24))
-    cancelled = any(flight_status(conversation, f, before) == "cancelled" for f in record.get("flights") or [])
+    today, created = conversation.now, _moment(record.get("created_at"))
+    recent = bool(today and created and created >= today - timedelta(hours=24))
+    cancelled = any(flight_status(conversation, f, before) == "cancelled" for f in dicts(record.get("flights")))
     insured = record.get("insurance") == "yes" and COVERED.search(conversation.user_text(before))
     if recent or cancelled or record.get("cabin") == "business" or insured:
         return None
-    return (f"cancel_reservation({rid}): booked {created} (over 24 h before now), cabin {record.get('cabin')}, "
+    return (f"cancel_reservation({rid}): booked {record.get('created_at')} (over 24 h before now), cabin {record.get('cabin')}, "
             f"insurance {record.get('insurance')}, no airline cancellation, "
             + ("no health or weather reason given" if record.get("insurance") == "yes" else "no insurance")), False
+
+
+def _moment(value: Any) -> datetime | None:
+    """An ISO date and time read from a record; None for anything else."""
+    try:
+        return datetime.fromisoformat(value).replace(tzinfo=None) if isinstance(value, str) else None
+    except ValueError:
+        return None
 
 
 def may_compensate(profile: dict, read: list[dict]) -> bool:

@@ -68,13 +68,11 @@ class Gap:
 
 def _gold(conversation: Conversation) -> list[tuple[dict[str, Any], bool]]:
     """Each gold action and whether the run matched it: τ²'s action_checks when recorded, else ours."""
-    checks = (conversation.trajectory.diagnostics.get("reward_info") or {}).get("action_checks")
-    if checks:
-        return [(c["action"], bool(c.get("action_match"))) for c in checks if isinstance(c.get("action"), dict)]
-    actions = conversation.trajectory.diagnostics.get("gold_actions") or []
+    if conversation.action_checks:
+        return conversation.action_checks
     return [(a, (a.get("requestor") or "assistant") != "assistant"
-             or any(c.name == a.get("name") and _differing(a, c.arguments) == [] for c in conversation.agent_calls))
-            for a in actions]
+             or any(c.name == a["name"] and _differing(a, c.arguments) == [] for c in conversation.agent_calls))
+            for a in conversation.gold]
 
 
 def _key(value: Any) -> str:
@@ -360,8 +358,7 @@ def writes_gold_refuses(conversation: Conversation, domain: Domain) -> Iterator[
     """In a domain whose policy no rule module knows, gold is the only evidence of what the policy
     forbids: a failed run's successful write where the gold makes none (the request was to be
     refused) granted what the policy does not allow. Domains with rules judge writes by them."""
-    gold = conversation.trajectory.diagnostics.get("gold_actions") or []
-    if domain.action_rules or conversation.trajectory.success or any(domain.is_write(a.get("name", "")) for a in gold):
+    if domain.action_rules or conversation.trajectory.success or any(domain.is_write(a["name"]) for a in conversation.gold):
         return
     for call in conversation.agent_calls:
         if domain.is_write(call.name) and not call.error:
@@ -374,7 +371,7 @@ def transfers(conversation: Conversation, gaps: list[Gap]) -> Iterator[Finding]:
     """A transfer nobody asked for (the user did not, the gold does not make one), or one made while
     allowed work the task needed was left undone."""
     left = [g for g in gaps if g.kind in ("not_done", "refused", "argument", "data")]
-    expected = any(a.get("name") == TRANSFER for a in conversation.trajectory.diagnostics.get("gold_actions") or [])
+    expected = any(a["name"] == TRANSFER for a in conversation.gold)
     for call in conversation.agent_calls:
         if call.name != TRANSFER:
             continue

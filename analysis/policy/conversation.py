@@ -131,6 +131,26 @@ def asks_for_human(text: str) -> bool:
     return bool(_HUMAN.search(text))
 
 
+def listed(value: Any) -> list:
+    """`value` if it is a JSON list, else [] (a record field read from a tool output may be anything)."""
+    return value if isinstance(value, list) else []
+
+
+def dicts(value: Any) -> list[dict]:
+    """The objects in a JSON list field (flights, passengers, payments); [] for anything else."""
+    return [item for item in listed(value) if isinstance(item, dict)]
+
+
+def gold_action(value: Any) -> dict[str, Any] | None:
+    """A gold action as the checks read it (None when `value` is none): a dict with a str `name`,
+    dict `arguments` and `compare_args` a list of str or None; a hostile field is dropped."""
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+        return None
+    arguments, keys = value.get("arguments"), value.get("compare_args")
+    return {**value, "arguments": arguments if isinstance(arguments, dict) else {},
+            "compare_args": keys if isinstance(keys, list) and all(isinstance(k, str) for k in keys) else None}
+
+
 @dataclass(frozen=True)
 class Call:
     """A tool call, the message holding it, who made it, and its result (parsed) and error flag."""
@@ -164,13 +184,30 @@ class Conversation:
     @cached_property
     def policy(self) -> str:
         """The run's policy text, lower-cased, markup dropped, spacing collapsed ("" when none was recorded)."""
-        return normal(self.trajectory.metadata.get("policy") or "")
+        return normal(str(self.trajectory.metadata.get("policy") or ""))
 
     @cached_property
     def now(self) -> datetime | None:
         """The policy's "The current time is YYYY-MM-DD HH:MM:SS" (None when it states none)."""
-        found = _NOW.search(self.trajectory.metadata.get("policy") or "")
-        return datetime.fromisoformat(found.group(1)) if found else None
+        found = _NOW.search(str(self.trajectory.metadata.get("policy") or ""))
+        try:
+            return datetime.fromisoformat(found.group(1)) if found else None
+        except ValueError:  # a date the calendar does not have
+            return None
+
+    @cached_property
+    def gold(self) -> list[dict[str, Any]]:
+        """The task's gold actions (`gold_action`), in order; [] when none were recorded."""
+        actions = self.trajectory.diagnostics.get("gold_actions")
+        return [a for a in map(gold_action, actions if isinstance(actions, list) else []) if a is not None]
+
+    @cached_property
+    def action_checks(self) -> list[tuple[dict[str, Any], bool]]:
+        """τ²'s own verdict per gold action (action, matched), when the run recorded one; else []."""
+        info = self.trajectory.diagnostics.get("reward_info")
+        checks = info.get("action_checks") if isinstance(info, dict) else None
+        return [(action, bool(c.get("action_match"))) for c in (checks if isinstance(checks, list) else [])
+                if isinstance(c, dict) and (action := gold_action(c.get("action"))) is not None]
 
     @cached_property
     def calls(self) -> list[Call]:

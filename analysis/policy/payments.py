@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracegym.analysis.policy.conversation import Conversation
+from tracegym.analysis.policy.conversation import Conversation, dicts
 
 
 def describe_payment(conversation: Conversation, payment_id: Any) -> tuple[str, ...]:
@@ -13,7 +13,7 @@ def describe_payment(conversation: Conversation, payment_id: Any) -> tuple[str, 
     for _, profile in conversation.records("payment_methods"):
         methods = profile.get("payment_methods")
         method = methods.get(str(payment_id)) if isinstance(methods, dict) else next(
-            (m for m in methods or [] if isinstance(m, dict) and m.get("id") == payment_id), None)
+            (m for m in dicts(methods) if m.get("id") == payment_id), None)
         if isinstance(method, dict):
             words = [str(method["source"]).replace("_", " ")] if method.get("source") else []
             return tuple(words + [str(method[k]) for k in ("brand", "last_four") if method.get(k)])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from tracegym.analysis.policy.conversation import Call, Conversation
+from tracegym.analysis.policy.conversation import Call, Conversation, dicts, listed
 from tracegym.analysis.policy.domain import ActionRule, ConversationRule, Domain, Finding
 from tracegym.analysis.policy.payments import payment_words
 
@@ -32,9 +32,9 @@ def describe(conversation: Conversation, item_id: Any) -> list[Any]:
     words: list[Any] = []
     for _, obj in conversation.records("item_id"):
         if str(obj.get("item_id")) == str(item_id):
-            words += [obj["name"]] if obj.get("name") else []
-            words += list((obj.get("options") or {}).values())
-    return list(dict.fromkeys(words))
+            options = obj.get("options")
+            words += [obj.get("name"), *(options.values() if isinstance(options, dict) else ())]
+    return list(dict.fromkeys(w for w in words if isinstance(w, (str, int, float)) and not isinstance(w, bool) and str(w)))
 
 
 def _status(conversation: Conversation, name: str, arguments: dict, before: int) -> Iterator[Finding]:
@@ -56,7 +56,7 @@ def _refund_method(conversation: Conversation, name: str, arguments: dict, befor
     method = str(arguments.get("payment_method_id", ""))
     if record is None or method.startswith("gift_card"):
         return
-    original = {p.get("payment_method_id") for p in record.get("payment_history") or [] if p.get("transaction_type") == "payment"}
+    original = {str(p.get("payment_method_id")) for p in dicts(record.get("payment_history")) if p.get("transaction_type") == "payment"}
     if original and method not in original:
         yield Finding("policy_compliance", before, f"{name}({record['order_id']}): refund to {method}, neither the "
                                                    f"original payment ({', '.join(sorted(map(str, original)))}) nor a gift card")
@@ -67,14 +67,14 @@ def _new_items(conversation: Conversation, name: str, arguments: dict, before: i
     variants = {str(obj["item_id"]): obj for _, obj in conversation.records("available", before) if "item_id" in obj}
     product_of = {str(obj["item_id"]): obj.get("product_id") for _, obj in conversation.records("product_id", before)
                   if "item_id" in obj}
-    for variant_id in arguments.get("new_item_ids") or []:
+    for variant_id in listed(arguments.get("new_item_ids")):
         variant = variants.get(str(variant_id))
         if variant is not None and variant.get("available") is False:
             yield Finding("structured_data_reasoning", before, f"{name}: new item {variant_id} is not available "
                                                                f"({variant.get('options')})")
-    for old, new in zip(arguments.get("item_ids") or [], arguments.get("new_item_ids") or []):
-        products = {product_of.get(str(old)), _product_of_variant(conversation, new, before)}
-        if None not in products and len(products) > 1:
+    for old, new in zip(listed(arguments.get("item_ids")), listed(arguments.get("new_item_ids"))):
+        products = [product_of.get(str(old)), _product_of_variant(conversation, new, before)]
+        if None not in products and len(set(map(str, products))) > 1:
             yield Finding("policy_compliance", before, f"{name}: item {old} replaced by {new} of another product type")
 
 
@@ -118,9 +118,9 @@ def confirmation(call: Call, conversation: Conversation) -> list[tuple[Any, ...]
     elif call.name in ("modify_pending_order_address", "modify_user_address"):
         details.append((arguments.get("address1"), arguments.get("zip")))
     elif call.name in ONCE_PER_ORDER:
-        return [(item, *describe(conversation, item)) for item in arguments.get("new_item_ids") or []]
+        return [(item, *describe(conversation, item)) for item in listed(arguments.get("new_item_ids"))]
     elif call.name == "return_delivered_order_items":
-        details += [(item, *describe(conversation, item), *ALL_ITEMS) for item in arguments.get("item_ids") or []]
+        details += [(item, *describe(conversation, item), *ALL_ITEMS) for item in listed(arguments.get("item_ids"))]
         pay += ORIGINAL_PAYMENT
     elif call.name != "modify_pending_order_payment":
         return None

@@ -52,9 +52,8 @@ def user_lines(conversation: Conversation) -> set[str]:
     number the agent looked the customer up by) and those the gold actions act on."""
     numbers = user_numbers(conversation) or {str(c.arguments.get("phone_number")) for c in conversation.agent_calls
                                              if c.name == "get_customer_by_phone"}
-    gold = conversation.trajectory.diagnostics.get("gold_actions") or []
     return ({line for line, number in line_numbers(conversation).items() if number in numbers}
-            | {str((a.get("arguments") or {}).get("line_id")) for a in gold if (a.get("arguments") or {}).get("line_id")})
+            | {str(a["arguments"]["line_id"]) for a in conversation.gold if a["arguments"].get("line_id")})
 
 
 def line_numbers(conversation: Conversation) -> dict[str, str]:
@@ -137,11 +136,10 @@ def _exceeded_unaddressed(conversation: Conversation) -> Iterator[Finding]:
     """A line of the user's over its data limit (its usage and its plan's limit read, or the gold
     refuelling it after its usage was read) never refuelled: the usage shown was not acted on."""
     lines = user_lines(conversation)
-    gold = conversation.trajectory.diagnostics.get("gold_actions") or []
     refuelled = {str(c.arguments.get("line_id")) for c in conversation.agent_calls if c.name == "refuel_data" and not c.error}
     shown = exceeded_lines(conversation)
     read = {line for line in lines if conversation.record("line_id", line, with_key="data_used_gb") is not None}
-    needed = {str((a.get("arguments") or {}).get("line_id")) for a in gold if a.get("name") == "refuel_data"}
+    needed = {str(a["arguments"].get("line_id")) for a in conversation.gold if a["name"] == "refuel_data"}
     for line in sorted(lines & read - refuelled):
         if line in shown or line in needed:
             ends = [c.index for c in conversation.agent_calls if c.name == TRANSFER] or [
