@@ -6,14 +6,20 @@ domains) turns what the conversation established into findings, each naming a ca
   bag allowance, an unavailable item), a claim the records contradict, the wrong customer line, a
   device setting called fine while the status read shows the fault, a data allowance exceeded and
   never acted on, a charge or refund stated that the write made did not (`policy.quotes`);
-- multi_step_task_completion: a requested step never carried out, a run ended by a step limit;
+- multi_step_task_completion: a requested step never carried out (not one the user put off, not
+  one the agent refused or misread: those are the other capabilities'), a run ended by a step limit;
 - precondition_verification: a write without the user's explicit yes to its details where the
-  policy requires one, a write to a record never read, a write whose policy conditions failed;
+  policy requires one, a write to a record never read, a write whose policy conditions failed
+  (unless the agent had told the user they failed), a write the system refused for its state;
 - tool_calling_precision: wrong or invented arguments, failed writes never redone, loops;
-- policy_compliance: a write or offer the policy forbids, a refusal of what it allows, a transfer
+- policy_compliance: a write or offer the policy forbids (what the agent says counts: a refund
+  promised, a benefit invented, `policy.airline_offers`), a refusal of what it allows, a transfer
   the user did not ask for or one that leaves allowed work undone.
 Gold actions are evidence (see `policy.checks`). NA where the task does not need the capability:
-multi-step completion when no write was needed or made, precondition verification when neither
+multi-step completion when the task involves fewer than two distinct writes (the gold's and the
+agent's attempts, by tool and record: one request with at most one write; in a workflow domain,
+telecom, when no step on either side was needed or made) unless a request was left undone all
+the same, precondition verification when neither
 gold nor agent writes (in domains whose requests need not involve one), tool-calling precision
 when the agent neither called a tool nor had one to call (judged from the task, so a run the user
 ended at once is not excused), data reasoning then too and when all the task's work is the user's
