@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property, lru_cache
-from typing import Any, Iterator
+from typing import Any
 
 import orjson
 
@@ -44,29 +44,6 @@ def parse_output(text: str) -> Any:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
         return text
-
-
-def flatten(value: Any) -> Iterator[Any]:
-    """Every scalar inside a JSON value."""
-    if isinstance(value, dict):
-        for item in value.values():
-            yield from flatten(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from flatten(item)
-    elif value is not None:
-        yield value
-
-
-def objects(value: Any) -> Iterator[dict]:
-    """Every JSON object inside a JSON value, outermost first."""
-    if isinstance(value, dict):
-        yield value
-        for item in value.values():
-            yield from objects(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from objects(item)
 
 
 def _token(value: Any) -> str:
@@ -176,7 +153,7 @@ class Conversation:
     def after(self, actions: list[dict[str, Any]]) -> "Conversation":
         """This conversation with `actions` (the gold actions before the one being checked) taken as
         done; rule modules read records through them (a gold cabin change, then a gold cancellation)."""
-        self._by_key, self._first_seen  # computed once, shared by the views
+        self._index  # computed once, shared by the views
         view = copy.copy(self)
         view.prior = tuple(actions)
         return view
@@ -255,23 +232,32 @@ class Conversation:
         return [(c.result_index, c.output) for c in self.calls if c.result_index is not None and not c.error]
 
     @cached_property
-    def _first_seen(self) -> dict[str, int]:
-        """{token of a scalar in a tool result: the index of the first result holding it}."""
+    def _index(self) -> tuple[dict[str, int], dict[str, list[tuple[int, dict]]]]:
+        """One walk over the tool results: ({token of a scalar: the index of the first result holding
+        it}, {key: (result index, object) for every object holding that key, outermost first, in order})."""
         first: dict[str, int] = {}
+        by_key: dict[str, list[tuple[int, dict]]] = {}
         for at, output in self._outputs:
-            for value in flatten(output):
-                first.setdefault(_token(value), at)
-        return first
+            stack = [output]
+            while stack:
+                value = stack.pop()
+                if isinstance(value, dict):
+                    for key in value:
+                        by_key.setdefault(key, []).append((at, value))
+                    stack.extend(reversed(value.values()))
+                elif isinstance(value, list):
+                    stack.extend(reversed(value))
+                elif value is not None:
+                    first.setdefault(_token(value), at)
+        return first, by_key
 
-    @cached_property
+    @property
+    def _first_seen(self) -> dict[str, int]:
+        return self._index[0]
+
+    @property
     def _by_key(self) -> dict[str, list[tuple[int, dict]]]:
-        """{key: (result index, object) for every object in the tool results holding that key}, in order."""
-        found: dict[str, list[tuple[int, dict]]] = {}
-        for at, output in self._outputs:
-            for obj in objects(output):
-                for key in obj:
-                    found.setdefault(key, []).append((at, obj))
-        return found
+        return self._index[1]
 
     def seen_in_outputs(self, value: Any, stop: int | None = None) -> bool:
         """Whether `value` occurs in a tool result before message `stop`."""
