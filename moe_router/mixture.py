@@ -1,0 +1,340 @@
+"""The routed LoRA mixture: every adapted linear layer holds the frozen base weight and every
+capability's LoRA; a per-layer gate picks, for every token, one adapter or the base (top-1), or
+top-k slots with renormalised weights.
+
+Slots: 0 is the base (no LoRA), slot i ≥ 1 is adapter i - 1. The gate of decoder layer l reads the
+hidden state entering that layer (RMS-normalised, then linear: logits over the slots) and routes
+that layer's attention and MLP projections. Routing depends only on a token's own hidden state,
+so it is causal and exact under the KV cache: a cached token keeps the keys and values its own
+route produced.
+
+`attach_mixture(model, adapters)` rebuilds a transformers causal LM in place (it stays a
+`PreTrainedModel`, so `generate`, batching and the KV cache work unchanged) and returns its
+`MixtureRouter`, which also holds the overrides: one slot for every token (a single adapter, or
+the base), one slot per batch row (the task router), or explicit per-token routes (router
+training's teacher forcing, tests).
+
+Compute, grouped by slot, never a loop over tokens:
+- `dense`: every token on one slot (forced routes, or a gate that agrees on the whole batch): one
+  low-rank matmul pair on all tokens, none for the base;
+- `stacked`: x @ concat(A) once, each adapter's rank block scaled by the token's routing weight
+  (0 when not routed), then @ concat(B): two matmuls whatever the routing;
+- `gather`: per active adapter, index_select its tokens, one matmul pair, index_add back.
+Measured with `python benchmarks/router.py` (embedded model, 4 rank-16 adapters on all seven
+projections, batch 8, greedy decode, random gates spreading tokens over all five slots, 2 CPU
+cores, medians of interleaved repeats): see MEASURED below.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Iterator, Literal, Sequence
+
+import torch
+from torch import nn
+
+from tracegym.errors import UserError
+from tracegym.moe_router.lora_weights import AdapterWeights
+
+Compute = Literal["stacked", "gather"]
+BASE_SLOT = 0
+_EPS = 1e-6
+
+
+def rms_normalise(hidden: torch.Tensor) -> torch.Tensor:
+    """`hidden` (..., H) scaled to unit root-mean-square over H (what a gate reads)."""
+    return hidden * torch.rsqrt(hidden.pow(2).mean(-1, keepdim=True) + _EPS)
+
+
+def gate_logits(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, normalised: bool = False) -> torch.Tensor:
+    """Slot logits of `hidden` (..., H) under gate `weight` (..., S, H), `bias` (..., S); `hidden`
+    is RMS-normalised first unless `normalised`.
+
+    One layer: hidden (B, T, H), weight (S, H). All layers at once: hidden (L, N, H), weight (L, S, H).
+    """
+    normed = hidden if normalised else rms_normalise(hidden)
+    return normed @ weight.transpose(-1, -2) + bias.unsqueeze(-2)
+
+
+def top_k_route(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Slots (..., k) and weights (..., k) of the k most likely slots, weights renormalised to sum
+    to 1 (top-1: the argmax with weight 1)."""
+    if k == 1:
+        slots = logits.argmax(-1, keepdim=True)
+        return slots, torch.ones(slots.shape, dtype=logits.dtype, device=logits.device)
+    values, slots = logits.softmax(-1).topk(k, dim=-1)
+    return slots, values / values.sum(-1, keepdim=True)
+
+
+@dataclass
+class Route:
+    """How the tokens of the current forward pass (flattened, N of them) use one layer's adapters.
+
+    `dense`: every token on this slot with weight 1 (no per-token work), else `weights` (N, n):
+    each adapter's weight per token, 0 where it is not routed.
+    """
+
+    dense: int | None = None
+    weights: torch.Tensor | None = None
+    _groups: list[tuple[int, torch.Tensor, torch.Tensor]] | None = field(default=None, repr=False)
+
+    def groups(self) -> list[tuple[int, torch.Tensor, torch.Tensor]]:
+        """(adapter index, token indices, their weights) for each adapter with routed tokens (cached)."""
+        if self._groups is None:
+            assert self.weights is not None
+            self._groups = []
+            active = (self.weights != 0).any(0).nonzero().flatten().tolist()
+            for adapter in active:
+                index = self.weights[:, adapter].nonzero().flatten()
+                self._groups.append((adapter, index, self.weights[index, adapter]))
+        return self._groups
+
+
+class LayerState:
+    """The route of one decoder layer, set by the router's hook and read by its linear layers."""
+
+    def __init__(self) -> None:
+        self.route = Route(dense=BASE_SLOT)
+
+
+class RoutedLinear(nn.Module):
+    """A frozen `nn.Linear` plus n LoRAs (zero-padded to one rank; scaling folded into B)."""
+
+    def __init__(self, base: nn.Linear, lora_A: torch.Tensor, lora_B: torch.Tensor, state: LayerState, compute: Compute) -> None:
+        super().__init__()
+        self.base_layer = base
+        self.register_buffer("lora_A", lora_A.contiguous())  # (n, r, in)
+        self.register_buffer("lora_B", lora_B.contiguous())  # (n, out, r), pre-scaled
+        n, out, rank = lora_B.shape
+        self.register_buffer("stacked_A", lora_A.reshape(n * rank, -1).contiguous(), persistent=False)
+        self.register_buffer("stacked_B", lora_B.permute(1, 0, 2).reshape(out, n * rank).contiguous(), persistent=False)
+        self.state, self.compute = state, compute
+
+    @property
+    def in_features(self) -> int:
+        return self.base_layer.in_features
+
+    @property
+    def out_features(self) -> int:
+        return self.base_layer.out_features
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.base_layer(x)
+        route = self.state.route
+        if route.dense == BASE_SLOT:
+            return out
+        flat, out_flat = x.reshape(-1, x.shape[-1]), out.view(-1, out.shape[-1])
+        if route.dense is not None:
+            adapter = route.dense - 1
+            out_flat.addmm_(flat @ self.lora_A[adapter].T, self.lora_B[adapter].T)
+        elif self.compute == "stacked":
+            n, rank = self.lora_A.shape[:2]
+            hidden = (flat @ self.stacked_A.T).view(-1, n, rank) * route.weights.unsqueeze(-1)
+            out_flat.addmm_(hidden.view(-1, n * rank), self.stacked_B.T)
+        else:
+            for adapter, index, weights in route.groups():
+                low = flat.index_select(0, index) @ self.lora_A[adapter].T
+                out_flat.index_add_(0, index, (low * weights.unsqueeze(-1)) @ self.lora_B[adapter].T)
+        return out
+
+
+class MixtureRouter(nn.Module):
+    """Per-layer gates over 1 + len(adapter_names) slots, and the routing overrides.
+
+    Gates start at zero (every logit equal, so top-1 picks the base): an untrained router is the
+    base model. Precedence of the routes: `routing_tokens` > `forced_slot` > `row_slots` (rows
+    with -1 use the gates) > the gates.
+    """
+
+    def __init__(self, num_layers: int, hidden_size: int, adapter_names: Sequence[str], top_k: int = 1) -> None:
+        super().__init__()
+        self.adapter_names = list(adapter_names)
+        self.num_slots = 1 + len(self.adapter_names)
+        if not 1 <= top_k <= self.num_slots:
+            raise ValueError(f"top_k must be in [1, {self.num_slots}], got {top_k}")
+        self.top_k = top_k
+        self.gate_weight = nn.Parameter(torch.zeros(num_layers, self.num_slots, hidden_size), requires_grad=False)
+        self.gate_bias = nn.Parameter(torch.zeros(num_layers, self.num_slots), requires_grad=False)
+        self.states = [LayerState() for _ in range(num_layers)]
+        self.forced_slot: int | None = None
+        self.row_slots: torch.Tensor | None = None
+        self._token_route: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._recorded: list[torch.Tensor] | None = None
+        self._captured: list[torch.Tensor] | None = None
+
+    def slot_of(self, name: str) -> int:
+        """Slot index of adapter `name` ("base" is slot 0)."""
+        if name == "base":
+            return BASE_SLOT
+        if name not in self.adapter_names:
+            raise KeyError(f"no adapter '{name}' in the mixture (adapters: {', '.join(self.adapter_names)})")
+        return 1 + self.adapter_names.index(name)
+
+    # -- overrides ---------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def forcing(self, slot: int | None) -> Iterator[None]:
+        """Route every token to `slot` (None: no override) inside the block."""
+        previous, self.forced_slot = self.forced_slot, slot
+        try:
+            yield
+        finally:
+            self.forced_slot = previous
+
+    @contextlib.contextmanager
+    def routing_rows(self, slots: torch.Tensor | Sequence[int] | None) -> Iterator[None]:
+        """Route batch row b to `slots[b]` (-1: the gates decide) inside the block."""
+        previous = self.row_slots
+        self.row_slots = None if slots is None else torch.as_tensor(slots, dtype=torch.long)
+        try:
+            yield
+        finally:
+            self.row_slots = previous
+
+    @contextlib.contextmanager
+    def routing_tokens(self, slots: torch.Tensor, weights: torch.Tensor | None = None) -> Iterator[None]:
+        """Explicit routes for the next forward passes: `slots` (B, T) or (B, T, k) with `weights`
+        of the same shape (default 1): every layer uses them, whatever the gates say."""
+        if slots.dim() == 2:
+            slots = slots.unsqueeze(-1)
+        weights = torch.ones(slots.shape) if weights is None else weights.reshape(slots.shape)
+        previous, self._token_route = self._token_route, (slots.long(), weights)
+        try:
+            yield
+        finally:
+            self._token_route = previous
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[list[torch.Tensor]]:
+        """Collect each layer's top-1 gate decision (B, T) for every forward pass in the block, in
+        call order (layer 0 of the first pass first)."""
+        previous, self._recorded = self._recorded, []
+        try:
+            yield self._recorded
+        finally:
+            self._recorded = previous
+
+    @contextlib.contextmanager
+    def capturing(self) -> Iterator[list[torch.Tensor]]:
+        """Collect the hidden states (B, T, H) entering each layer, as its gate sees them, for every
+        forward pass in the block, in call order."""
+        previous, self._captured = self._captured, []
+        try:
+            yield self._captured
+        finally:
+            self._captured = previous
+
+    # -- the per-layer hook ------------------------------------------------------------------
+
+    def route_layer(self, layer: int, hidden: torch.Tensor) -> Route:
+        """The route of `layer` for `hidden` (B, T, H), the hidden states entering it."""
+        if self._token_route is not None:
+            slots, weights = self._token_route
+            return self._weighted(slots.to(hidden.device), weights.to(hidden), hidden.shape[:2])
+        if self.forced_slot is not None:
+            return Route(dense=self.forced_slot)
+        rows = self.row_slots
+        if rows is not None:
+            if rows.numel() != hidden.shape[0]:
+                raise ValueError(f"row routes for {rows.numel()} rows given for a batch of {hidden.shape[0]}")
+            if bool((rows >= 0).all()) and bool((rows == rows[0]).all()):
+                return Route(dense=int(rows[0]))
+        slots, weights = top_k_route(gate_logits(hidden, self.gate_weight[layer], self.gate_bias[layer]), self.top_k)
+        if self._recorded is not None:
+            self._recorded.append(slots[..., 0].detach())
+        if rows is not None:
+            rows = rows.to(hidden.device)
+            forced = rows.view(-1, 1, 1).expand_as(slots) >= 0
+            first = torch.zeros_like(forced)
+            first[..., 0] = True
+            slots = torch.where(forced, rows.view(-1, 1, 1).expand_as(slots), slots)
+            weights = torch.where(forced, first.to(weights.dtype), weights)
+        if self.top_k == 1 and bool((slots == slots.flatten()[0]).all()):
+            return Route(dense=int(slots.flatten()[0]))
+        return self._weighted(slots, weights, hidden.shape[:2])
+
+    def _weighted(self, slots: torch.Tensor, weights: torch.Tensor, shape: torch.Size) -> Route:
+        if slots.shape[:2] != shape:
+            raise ValueError(f"token routes of shape {tuple(slots.shape[:2])} given for a forward pass of shape {tuple(shape)}")
+        k = slots.shape[-1]
+        matrix = torch.zeros(shape.numel(), self.num_slots, dtype=weights.dtype, device=weights.device)
+        matrix.scatter_add_(1, slots.reshape(-1, k), weights.reshape(-1, k))
+        return Route(weights=matrix[:, 1:])
+
+    def _hook(self, layer: int):
+        def hook(module: nn.Module, args: tuple, kwargs: dict) -> None:
+            hidden = args[0] if args else kwargs["hidden_states"]
+            if self._captured is not None:
+                self._captured.append(hidden.detach())
+            self.states[layer].route = self.route_layer(layer, hidden)
+
+        return hook
+
+
+def decoder_layers(model: nn.Module) -> tuple[str, nn.ModuleList]:
+    """The dotted path and the ModuleList of a causal LM's decoder layers (`model.layers` in Llama,
+    Qwen, Mistral and the like)."""
+    for path, module in model.named_modules():
+        if path.endswith("layers") and isinstance(module, nn.ModuleList) and len(module) == model.config.num_hidden_layers:
+            return path, module
+    raise UserError(f"{type(model).__name__}: cannot find its decoder layers (a ModuleList named 'layers')")
+
+
+def _stack(adapters: Sequence[AdapterWeights], path: str, base: nn.Linear) -> tuple[torch.Tensor, torch.Tensor]:
+    """A (n, r, in) and pre-scaled B (n, out, r) of `path` across adapters, zero-padded to the
+    largest rank (an adapter without this module gets zeros)."""
+    rank = max(a.modules[path].A.shape[0] for a in adapters if path in a.modules)
+    dtype, device = base.weight.dtype, base.weight.device
+    stacked_A = torch.zeros(len(adapters), rank, base.in_features, dtype=dtype, device=device)
+    stacked_B = torch.zeros(len(adapters), base.out_features, rank, dtype=dtype, device=device)
+    for index, adapter in enumerate(adapters):
+        pair = adapter.modules.get(path)
+        if pair is None:
+            continue
+        if pair.A.shape[1] != base.in_features or pair.B.shape[0] != base.out_features:
+            raise UserError(
+                f"{adapter.path}: {path}: LoRA maps {pair.A.shape[1]} -> {pair.B.shape[0]} features but the base layer "
+                f"maps {base.in_features} -> {base.out_features} (adapter trained on another base model?)"
+            )
+        stacked_A[index, : pair.A.shape[0]] = pair.A.to(dtype)
+        stacked_B[index, :, : pair.A.shape[0]] = pair.B.to(dtype) * pair.scaling
+    return stacked_A, stacked_B
+
+
+def attach_mixture(model: nn.Module, adapters: Sequence[AdapterWeights], top_k: int = 1, compute: Compute = "stacked") -> MixtureRouter:
+    """Put `adapters` into `model` (in place) as routed linear layers; returns the router, also
+    reachable as `model.moe_router`. The model's parameters are frozen."""
+    if not adapters:
+        raise UserError("a routed mixture needs at least one adapter")
+    names = [a.name for a in adapters]
+    if len(set(names)) != len(names):
+        raise UserError(f"adapter names must be distinct, got {names}")
+    prefix, layers = decoder_layers(model)
+    model.requires_grad_(False)
+    router = MixtureRouter(len(layers), model.config.hidden_size, names, top_k).to(next(model.parameters()).device)
+    paths = sorted({path for adapter in adapters for path in adapter.modules})
+    for path in paths:
+        if not path.startswith(prefix + "."):
+            raise UserError(f"{adapters[0].path}: LoRA on '{path}', outside the decoder layers: not supported by the mixture")
+        layer = int(path[len(prefix) + 1 :].split(".")[0])
+        try:
+            base = model.get_submodule(path)
+        except AttributeError:
+            raise UserError(f"{next(a.path for a in adapters if path in a.modules)}: the base model has no module '{path}'") from None
+        if not isinstance(base, nn.Linear):
+            raise UserError(f"{adapters[0].path}: '{path}' is a {type(base).__name__}, not a linear layer")
+        parent_path, _, child = path.rpartition(".")
+        lora_A, lora_B = _stack(adapters, path, base)
+        model.get_submodule(parent_path).register_module(child, RoutedLinear(base, lora_A, lora_B, router.states[layer], compute))
+    for index, layer in enumerate(layers):
+        layer.register_forward_pre_hook(router._hook(index), with_kwargs=True)
+    model.moe_router = router
+    return router
+
+
+def set_compute(model: nn.Module, compute: Compute) -> None:
+    """Switch every routed layer of `model` to `compute` ("stacked" or "gather")."""
+    for module in model.modules():
+        if isinstance(module, RoutedLinear):
+            module.compute = compute
