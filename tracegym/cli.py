@@ -15,7 +15,7 @@ from tracegym.errors import UserError
 
 # Each module defines `register(subparsers)`, adding its commands with `set_defaults(run=...)`;
 # `run(args) -> int` returns the exit code.
-STAGE_CLIS: tuple[str, ...] = ("tracegym.analysis.cli", "tracegym.analysis.diagnose_cli", "tracegym.adapters.cli", "tracegym.synth_envs.cli", "tracegym.eval.cli")
+STAGE_CLIS: tuple[str, ...] = ("tracegym.analysis.cli", "tracegym.analysis.diagnose_cli", "tracegym.adapters.cli", "tracegym.synth_envs.cli", "tracegym.moe_router.cli", "tracegym.eval.cli")
 
 
 def build_parser() -> argparse.ArgumentParser:
