@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Literal, Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from tracegym.errors import UserError
@@ -44,17 +45,19 @@ _EPS = 1e-6
 
 def rms_normalise(hidden: torch.Tensor) -> torch.Tensor:
     """`hidden` (..., H) scaled to unit root-mean-square over H (what a gate reads)."""
-    return hidden * torch.rsqrt(hidden.pow(2).mean(-1, keepdim=True) + _EPS)
+    return F.rms_norm(hidden, hidden.shape[-1:], eps=_EPS)
 
 
 def gate_logits(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, normalised: bool = False) -> torch.Tensor:
-    """Slot logits of `hidden` (..., H) under gate `weight` (..., S, H), `bias` (..., S); `hidden`
-    is RMS-normalised first unless `normalised`.
+    """Slot logits of `hidden` under gate `weight` (..., S, H) and `bias` (..., S); `hidden` is
+    RMS-normalised first unless `normalised`.
 
-    One layer: hidden (B, T, H), weight (S, H). All layers at once: hidden (L, N, H), weight (L, S, H).
+    One layer: hidden (N, H), weight (S, H). All layers at once: hidden (L, N, H), weight (L, S, H).
     """
     normed = hidden if normalised else rms_normalise(hidden)
-    return normed @ weight.transpose(-1, -2) + bias.unsqueeze(-2)
+    if normed.dim() == 2:
+        return torch.addmm(bias, normed, weight.T)
+    return torch.baddbmm(bias.unsqueeze(-2), normed, weight.transpose(-1, -2))
 
 
 def top_k_route(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -78,6 +81,7 @@ class Route:
     dense: int | None = None
     weights: torch.Tensor | None = None
     _groups: list[tuple[int, torch.Tensor, torch.Tensor]] | None = field(default=None, repr=False)
+    _expanded: dict[int, torch.Tensor] = field(default_factory=dict, repr=False)
 
     def groups(self) -> list[tuple[int, torch.Tensor, torch.Tensor]]:
         """(adapter index, token indices, their weights) for each adapter with routed tokens (cached)."""
@@ -90,6 +94,13 @@ class Route:
                 self._groups.append((adapter, index, self.weights[index, adapter]))
         return self._groups
 
+    def expanded(self, rank: int) -> torch.Tensor:
+        """`weights` repeated over each adapter's `rank` columns: (N, n · rank) (cached per rank)."""
+        if rank not in self._expanded:
+            assert self.weights is not None
+            self._expanded[rank] = self.weights.repeat_interleave(rank, dim=1)
+        return self._expanded[rank]
+
 
 class LayerState:
     """The route of one decoder layer, set by the router's hook and read by its linear layers."""
@@ -99,17 +110,18 @@ class LayerState:
 
 
 class RoutedLinear(nn.Module):
-    """A frozen `nn.Linear` plus n LoRAs (zero-padded to one rank; scaling folded into B)."""
+    """A frozen `nn.Linear` plus n LoRAs, stacked: `lora_A_T` (in, n · r) holds adapter a's A^T in
+    columns a·r..(a+1)·r, `lora_B_T` (n · r, out) its (scaling · B)^T in the same rows; ranks are
+    zero-padded to the largest."""
 
     def __init__(self, base: nn.Linear, lora_A: torch.Tensor, lora_B: torch.Tensor, state: LayerState, compute: Compute) -> None:
+        """`lora_A` (n, r, in), `lora_B` (n, out, r) with the scaling folded in."""
         super().__init__()
         self.base_layer = base
-        self.register_buffer("lora_A", lora_A.contiguous())  # (n, r, in)
-        self.register_buffer("lora_B", lora_B.contiguous())  # (n, out, r), pre-scaled
         n, out, rank = lora_B.shape
-        self.register_buffer("stacked_A", lora_A.reshape(n * rank, -1).contiguous(), persistent=False)
-        self.register_buffer("stacked_B", lora_B.permute(1, 0, 2).reshape(out, n * rank).contiguous(), persistent=False)
-        self.state, self.compute = state, compute
+        self.register_buffer("lora_A_T", lora_A.permute(2, 0, 1).reshape(-1, n * rank).contiguous())
+        self.register_buffer("lora_B_T", lora_B.permute(0, 2, 1).reshape(n * rank, out).contiguous())
+        self.rank, self.state, self.compute = rank, state, compute
 
     @property
     def in_features(self) -> int:
@@ -126,16 +138,15 @@ class RoutedLinear(nn.Module):
             return out
         flat, out_flat = x.reshape(-1, x.shape[-1]), out.view(-1, out.shape[-1])
         if route.dense is not None:
-            adapter = route.dense - 1
-            out_flat.addmm_(flat @ self.lora_A[adapter].T, self.lora_B[adapter].T)
+            block = slice((route.dense - 1) * self.rank, route.dense * self.rank)
+            out_flat.addmm_(flat @ self.lora_A_T[:, block], self.lora_B_T[block])
         elif self.compute == "stacked":
-            n, rank = self.lora_A.shape[:2]
-            hidden = (flat @ self.stacked_A.T).view(-1, n, rank) * route.weights.unsqueeze(-1)
-            out_flat.addmm_(hidden.view(-1, n * rank), self.stacked_B.T)
+            out_flat.addmm_((flat @ self.lora_A_T).mul_(route.expanded(self.rank)), self.lora_B_T)
         else:
             for adapter, index, weights in route.groups():
-                low = flat.index_select(0, index) @ self.lora_A[adapter].T
-                out_flat.index_add_(0, index, (low * weights.unsqueeze(-1)) @ self.lora_B[adapter].T)
+                block = slice(adapter * self.rank, (adapter + 1) * self.rank)
+                low = (flat.index_select(0, index) @ self.lora_A_T[:, block]).mul_(weights.unsqueeze(-1))
+                out_flat.index_add_(0, index, low @ self.lora_B_T[block])
         return out
 
 
@@ -229,37 +240,38 @@ class MixtureRouter(nn.Module):
 
     def route_layer(self, layer: int, hidden: torch.Tensor) -> Route:
         """The route of `layer` for `hidden` (B, T, H), the hidden states entering it."""
+        batch, length = hidden.shape[:2]
         if self._token_route is not None:
             slots, weights = self._token_route
-            return self._weighted(slots.to(hidden.device), weights.to(hidden), hidden.shape[:2])
+            if slots.shape[:2] != (batch, length):
+                raise ValueError(f"token routes of shape {tuple(slots.shape[:2])} given for a forward pass of shape {(batch, length)}")
+            return self._weighted(slots.flatten(0, 1).to(hidden.device), weights.flatten(0, 1).to(hidden))
         if self.forced_slot is not None:
             return Route(dense=self.forced_slot)
         rows = self.row_slots
         if rows is not None:
-            if rows.numel() != hidden.shape[0]:
-                raise ValueError(f"row routes for {rows.numel()} rows given for a batch of {hidden.shape[0]}")
+            if rows.numel() != batch:
+                raise ValueError(f"row routes for {rows.numel()} rows given for a batch of {batch}")
             if bool((rows >= 0).all()) and bool((rows == rows[0]).all()):
                 return Route(dense=int(rows[0]))
-        slots, weights = top_k_route(gate_logits(hidden, self.gate_weight[layer], self.gate_bias[layer]), self.top_k)
+        logits = gate_logits(hidden.reshape(-1, hidden.shape[-1]), self.gate_weight[layer], self.gate_bias[layer])
+        slots, weights = top_k_route(logits, self.top_k)  # (N, k)
         if self._recorded is not None:
-            self._recorded.append(slots[..., 0].detach())
-        if rows is not None:
-            rows = rows.to(hidden.device)
-            forced = rows.view(-1, 1, 1).expand_as(slots) >= 0
-            first = torch.zeros_like(forced)
-            first[..., 0] = True
-            slots = torch.where(forced, rows.view(-1, 1, 1).expand_as(slots), slots)
-            weights = torch.where(forced, first.to(weights.dtype), weights)
-        if self.top_k == 1 and bool((slots == slots.flatten()[0]).all()):
-            return Route(dense=int(slots.flatten()[0]))
-        return self._weighted(slots, weights, hidden.shape[:2])
+            self._recorded.append(slots[:, 0].view(batch, length))
+        if rows is not None:  # forced rows: their slot first with weight 1, the rest weight 0
+            per_token = rows.to(hidden.device).repeat_interleave(length)
+            forced = per_token >= 0
+            slots[forced, 0] = per_token[forced]
+            weights[forced] = 0.0
+            weights[forced, 0] = 1.0
+        if self.top_k == 1 and bool((slots == slots[0, 0]).all()):
+            return Route(dense=int(slots[0, 0]))
+        return self._weighted(slots, weights)
 
-    def _weighted(self, slots: torch.Tensor, weights: torch.Tensor, shape: torch.Size) -> Route:
-        if slots.shape[:2] != shape:
-            raise ValueError(f"token routes of shape {tuple(slots.shape[:2])} given for a forward pass of shape {tuple(shape)}")
-        k = slots.shape[-1]
-        matrix = torch.zeros(shape.numel(), self.num_slots, dtype=weights.dtype, device=weights.device)
-        matrix.scatter_add_(1, slots.reshape(-1, k), weights.reshape(-1, k))
+    def _weighted(self, slots: torch.Tensor, weights: torch.Tensor) -> Route:
+        """The route of tokens on `slots` (N, k) with `weights` (N, k)."""
+        matrix = torch.zeros(slots.shape[0], self.num_slots, dtype=weights.dtype, device=weights.device)
+        matrix.scatter_add_(1, slots, weights)
         return Route(weights=matrix[:, 1:])
 
     def _hook(self, layer: int):
