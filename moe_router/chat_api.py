@@ -144,6 +144,12 @@ def _arguments(call: ToolCallIn, index: int) -> dict[str, Any]:
     return arguments
 
 
+def cut_at_stop(text: str, stops: tuple[str, ...]) -> str:
+    """`text` up to the first stop string (OpenAI replies leave the stop string out)."""
+    ends = [text.find(stop) for stop in stops if stop in text]
+    return text[: min(ends)] if ends else text
+
+
 def reply_message(text: str) -> tuple[dict[str, Any], bool]:
     """The assistant message for the model's `text`, and whether it carries tool calls."""
     turn = parse_tool_calls(text)
@@ -173,15 +179,16 @@ def completion(model: str, text: str, finish: str, prompt_tokens: int, completio
 class StreamWriter:
     """Turns a growing reply text into `chat.completion.chunk` payloads.
 
-    Content is streamed as it is decoded, except what could still become a tool-call tag, trailing
-    whitespace and an incomplete character, which wait for the next text; nothing after the first
-    tag is streamed as content. At the end the calls (if any) follow as `tool_calls` deltas and
-    any prose not yet sent (e.g. after the calls) as a last content delta.
+    Content is streamed as it is decoded, except what could still become a tool-call tag or a
+    stop string, trailing whitespace and an incomplete character, which wait for the next text;
+    nothing from the first tag on is streamed as content, nothing from a stop string on at all. At
+    the end the calls (if any) follow as `tool_calls` deltas and any prose not yet sent (e.g.
+    after the calls) as a last content delta.
     """
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, stops: tuple[str, ...] = ()) -> None:
         self.model, self.id, self.created = model, f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
-        self.sent = ""
+        self.stops, self.sent = stops, ""
 
     def chunk(self, delta: dict[str, Any], finish: str | None = None, usage: dict[str, int] | None = None) -> dict[str, Any]:
         payload = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
@@ -192,8 +199,9 @@ class StreamWriter:
 
     def update(self, text: str) -> dict[str, Any] | None:
         """A content delta for what `text` (the whole reply so far) adds, or None."""
+        text = cut_at_stop(text, self.stops)
         tag = text.find(TOOL_CALL_TAG)
-        safe = text[:tag] if tag >= 0 else _without_tag_prefix(text)
+        safe = text[:tag] if tag >= 0 else _without_pending(text, (TOOL_CALL_TAG, *self.stops))
         safe = safe.rstrip().rstrip("\ufffd")
         if len(safe) <= len(self.sent) or not safe.startswith(self.sent):
             return None
@@ -202,7 +210,7 @@ class StreamWriter:
 
     def finish(self, text: str, finish: str) -> list[dict[str, Any]]:
         """The closing chunks for the complete reply `text`."""
-        message, has_calls = reply_message(text)
+        message, has_calls = reply_message(cut_at_stop(text, self.stops))
         content = message["content"] or ""
         sent = self.sent.strip() if has_calls else self.sent  # tool-call replies' content is stripped
         chunks = []
@@ -214,9 +222,9 @@ class StreamWriter:
         return chunks
 
 
-def _without_tag_prefix(text: str) -> str:
-    """`text` without a trailing piece that could be the start of a tool-call tag."""
-    for size in range(min(len(TOOL_CALL_TAG) - 1, len(text)), 0, -1):
-        if TOOL_CALL_TAG.startswith(text[-size:]):
+def _without_pending(text: str, markers: tuple[str, ...]) -> str:
+    """`text` without a trailing piece that could be the start of one of `markers`."""
+    for size in range(min(max(map(len, markers)) - 1, len(text)), 0, -1):
+        if any(marker.startswith(text[-size:]) for marker in markers):
             return text[:-size]
     return text

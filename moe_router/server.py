@@ -14,6 +14,7 @@ would not reproduce.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import logging
@@ -30,7 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tracegym.generation import render_chat
 from tracegym.moe_router.configs import ServeConfig
-from tracegym.moe_router.chat_api import ChatRequest, RequestError, StreamWriter, completion, to_messages
+from tracegym.moe_router.chat_api import ChatRequest, RequestError, StreamWriter, completion, cut_at_stop, to_messages
 from tracegym.moe_router.engine import GATED, Engine, GenerationRequest, QueueFull
 from tracegym.moe_router.folder import load_mixture, task_router_for
 
@@ -99,6 +100,7 @@ def create_app(folder: str, config: ServeConfig) -> tuple[FastAPI, Engine]:
     routes: dict[str, int | None] = {name: GATED, f"{name}:task": None, f"{name}:base": 0}
     routes.update({f"{name}:{adapter}": router.slot_of(adapter) for adapter in router.adapter_names})
     created = int(time.time())
+    renderer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracegym-render")
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -107,6 +109,7 @@ def create_app(folder: str, config: ServeConfig) -> tuple[FastAPI, Engine]:
             yield
         finally:
             engine.stop()
+            renderer.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="tracegym", lifespan=lifespan)
     app.add_middleware(BodyLimit, limit=config.max_body_bytes)
@@ -145,7 +148,8 @@ def create_app(folder: str, config: ServeConfig) -> tuple[FastAPI, Engine]:
         if body.model not in routes:
             raise RequestError(404, f"model '{body.model}' not found; served: {', '.join(routes)}", "model_not_found")
         messages = to_messages(body)
-        prompt = render_chat(tokenizer, messages)
+        # tokenising a long prompt takes a while: off the event loop, one at a time
+        prompt = await asyncio.get_running_loop().run_in_executor(renderer, render_chat, tokenizer, messages)
         room = context - len(prompt)
         wanted = body.requested_tokens()
         if room < 1 or (wanted is not None and wanted > room):
@@ -173,13 +177,13 @@ def create_app(folder: str, config: ServeConfig) -> tuple[FastAPI, Engine]:
                 elif kind == "error":
                     return _error(500, value, "generation_failed")
                 else:
-                    text = tokenizer.decode(tokens, skip_special_tokens=True)
+                    text = cut_at_stop(tokenizer.decode(tokens, skip_special_tokens=True), request.stops)
                     return completion(body.model, text, value, len(prompt), len(tokens))
         finally:
             request.cancelled.set()
 
     async def _stream(model_id: str, request: GenerationRequest, channel: _Channel, include_usage: bool) -> AsyncIterator[str]:
-        writer, tokens = StreamWriter(model_id), []
+        writer, tokens = StreamWriter(model_id, request.stops), []
         try:
             yield _sse(writer.chunk({"role": "assistant", "content": ""}))
             while True:

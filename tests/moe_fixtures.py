@@ -6,7 +6,6 @@ The adapters are random LoRAs (B not zero, so each changes the model) with the a
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 import pytest
@@ -25,9 +24,10 @@ SMALL = RouterTrainingConfig(train_dialogues=3, heldout_dialogues=2, max_tokens=
 
 def make_adapter(folder: Path, family: str, seed: int, rank: int = 4) -> Path:
     """A PEFT folder of a random rank-`rank` LoRA on the tiny model, with its artifact.json."""
+    base = tiny_model()[0]  # (seeds torch itself)
     torch.manual_seed(seed)
     config = LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=list(LORA_TARGETS), init_lora_weights=False)
-    get_peft_model(copy.deepcopy(tiny_model()[0]), config).save_pretrained(str(folder))
+    get_peft_model(base, config).save_pretrained(str(folder))
     artifact = AdapterArtifact(capability=family, path=str(folder), base_model="tiny",
                                env_spec=EnvSpec(capability=family, family=family), credit="trace")
     (folder / "artifact.json").write_text(artifact.model_dump_json())

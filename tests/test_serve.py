@@ -182,3 +182,15 @@ def test_replies_become_openai_tool_calls_and_stream_the_same_way():
         sent_calls = [d["tool_calls"][0] for d in deltas if "tool_calls" in d]
         assert [c["function"] for c in sent_calls] == [c["function"] for c in expected.get("tool_calls", [])]
         assert chunks[-1]["choices"][0]["finish_reason"] == ("tool_calls" if calls else "stop")
+
+
+def test_stop_strings_end_the_reply_and_are_left_out(client):
+    model = f"tg:{FAMILIES[0]}"  # the random adapter says words (the tiny base only newlines)
+    plain = client.chat.completions.create(model=model, messages=HELLO, temperature=0, max_tokens=8)
+    text = plain.choices[0].message.content
+    stop = text[len(text) // 2 :][:3]  # a piece of what the model says greedily
+    assert stop.strip() and text.index(stop) > 0
+    cut = client.chat.completions.create(model=model, messages=HELLO, temperature=0, max_tokens=8, stop=[stop])
+    assert cut.choices[0].message.content == text[: text.index(stop)] and cut.choices[0].finish_reason == "stop"
+    stream = client.chat.completions.create(model=model, messages=HELLO, temperature=0, max_tokens=8, stop=stop, stream=True)
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == text[: text.index(stop)]
