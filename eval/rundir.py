@@ -8,7 +8,6 @@ resume from what an interrupted attempt left (training checkpoints, for instance
 
 from __future__ import annotations
 
-import hashlib
 import json
 import platform
 import sys
@@ -17,17 +16,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from tracegym.files import write_text_atomic
+from tracegym.files import sha256_file, write_text_atomic
 
 _VERSIONED = ("tracegym", "torch", "transformers", "peft", "trl", "datasets")
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def package_versions() -> dict[str, str]:

@@ -15,7 +15,6 @@ and with the KV cache. `route`: "token" (the trained gates), "task" (the paper's
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shutil
@@ -29,7 +28,7 @@ from torch import nn
 from transformers import PreTrainedTokenizerBase
 
 from tracegym.errors import UserError
-from tracegym.files import write_text_atomic
+from tracegym.files import sha256_file, write_text_atomic
 from tracegym.moe_router.lora_weights import CONFIG_FILE, WEIGHTS_FILE, read_adapter
 from tracegym.moe_router.mixture import MixtureRouter, attach_mixture
 from tracegym.moe_router.task_router import TaskRouter, enable_task_routing
@@ -90,14 +89,6 @@ def adapter_name(capability: str) -> str:
     return name
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def write_routed_folder(
     out: Path, sources: list[Path], entries: list[AdapterEntry], manifest_fields: dict[str, Any], router: MixtureRouter,
     metrics: dict[str, Any],
@@ -111,7 +102,7 @@ def write_routed_folder(
         target.mkdir(parents=True)
         for name in ADAPTER_FILES:
             shutil.copyfile(source / name, target / name)
-            entry.sha256[name] = sha256(target / name)
+            entry.sha256[name] = sha256_file(target / name)
     save_file({"gate_weight": router.gate_weight.detach().cpu().contiguous(),
                "gate_bias": router.gate_bias.detach().cpu().contiguous()}, str(partial / GATES_FILE))
     manifest = RouterManifest(adapters=entries, **manifest_fields)
@@ -139,7 +130,7 @@ def read_manifest(folder: str | Path) -> RouterManifest:
             file = folder / entry.folder / name
             if not file.resolve().is_relative_to(folder.resolve()) or not file.is_file():
                 raise UserError(f"{path}: adapter '{entry.name}': {file} is missing")
-            if sha256(file) != digest:
+            if sha256_file(file) != digest:
                 raise UserError(f"{file}: content differs from the sha256 recorded in {path} (modified or corrupted)")
     return manifest
 

@@ -1,7 +1,8 @@
-"""Atomic file writes: readers see the old file or the new one, never half of one."""
+"""Atomic file writes (readers see the old file or the new one, never half of one) and file digests."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,3 +26,12 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     """Write `text` to `path` atomically."""
     with atomic_open(path) as handle:
         handle.write(text)
+
+
+def sha256_file(path: str | Path) -> str:
+    """Hex sha256 of a file's bytes (read in 1 MiB blocks)."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
