@@ -28,6 +28,7 @@ cores, medians of interleaved repeats): see MEASURED below.
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass, field
 from typing import Iterator, Literal, Sequence
 
@@ -60,46 +61,64 @@ def gate_logits(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
     return torch.baddbmm(bias.unsqueeze(-2), normed, weight.transpose(-1, -2))
 
 
-def top_k_route(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+def top_k_route(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Slots (..., k) and weights (..., k) of the k most likely slots, weights renormalised to sum
-    to 1 (top-1: the argmax with weight 1)."""
+    to 1 (top-1: the argmax, weights None meaning 1)."""
     if k == 1:
-        slots = logits.argmax(-1, keepdim=True)
-        return slots, torch.ones(slots.shape, dtype=logits.dtype, device=logits.device)
+        return logits.argmax(-1, keepdim=True), None
     values, slots = logits.softmax(-1).topk(k, dim=-1)
     return slots, values / values.sum(-1, keepdim=True)
 
 
+@functools.lru_cache(maxsize=64)
+def _column_slots(adapters: int, rank: int, device: torch.device) -> torch.Tensor:
+    """The slot owning each column of a stacked (N, adapters · rank) low-rank activation."""
+    return torch.arange(1, adapters + 1, device=device).repeat_interleave(rank)
+
+
 @dataclass
 class Route:
-    """How the tokens of the current forward pass (flattened, N of them) use one layer's adapters.
+    """How the tokens of the current forward pass (flattened, N of them) use one layer's n adapters.
 
-    `dense`: every token on this slot with weight 1 (no per-token work), else `weights` (N, n):
-    each adapter's weight per token, 0 where it is not routed.
+    `dense`: every token on this slot with weight 1 (no per-token work); else `slots` (N,): each
+    token's one slot with weight 1 (top-1 gates), or `weights` (N, n): each adapter's weight per
+    token, 0 where it is not routed.
     """
 
+    adapters: int = 0
     dense: int | None = None
+    slots: torch.Tensor | None = None
     weights: torch.Tensor | None = None
     _groups: list[tuple[int, torch.Tensor, torch.Tensor]] | None = field(default=None, repr=False)
-    _expanded: dict[int, torch.Tensor] = field(default_factory=dict, repr=False)
+    _expanded: dict[tuple[int, torch.dtype], torch.Tensor] = field(default_factory=dict, repr=False)
+
+    def adapter_weights(self) -> torch.Tensor:
+        """(N, n): each adapter's weight per token."""
+        if self.weights is None:
+            assert self.slots is not None
+            self.weights = F.one_hot(self.slots, self.adapters + 1)[:, 1:].float()
+        return self.weights
 
     def groups(self) -> list[tuple[int, torch.Tensor, torch.Tensor]]:
         """(adapter index, token indices, their weights) for each adapter with routed tokens (cached)."""
         if self._groups is None:
-            assert self.weights is not None
+            weights = self.adapter_weights()
             self._groups = []
-            active = (self.weights != 0).any(0).nonzero().flatten().tolist()
-            for adapter in active:
-                index = self.weights[:, adapter].nonzero().flatten()
-                self._groups.append((adapter, index, self.weights[index, adapter]))
+            for adapter in (weights != 0).any(0).nonzero().flatten().tolist():
+                index = weights[:, adapter].nonzero().flatten()
+                self._groups.append((adapter, index, weights[index, adapter]))
         return self._groups
 
-    def expanded(self, rank: int) -> torch.Tensor:
-        """`weights` repeated over each adapter's `rank` columns: (N, n · rank) (cached per rank)."""
-        if rank not in self._expanded:
-            assert self.weights is not None
-            self._expanded[rank] = self.weights.repeat_interleave(rank, dim=1)
-        return self._expanded[rank]
+    def expanded(self, rank: int, dtype: torch.dtype) -> torch.Tensor:
+        """Each adapter's weight per token repeated over its `rank` columns: (N, n · rank) (cached)."""
+        key = (rank, dtype)
+        if key not in self._expanded:
+            if self.weights is None and self.slots is not None:
+                columns = _column_slots(self.adapters, rank, self.slots.device)
+                self._expanded[key] = (self.slots.unsqueeze(1) == columns).to(dtype)
+            else:
+                self._expanded[key] = self.adapter_weights().to(dtype).repeat_interleave(rank, dim=1)
+        return self._expanded[key]
 
 
 class LayerState:
@@ -141,11 +160,11 @@ class RoutedLinear(nn.Module):
             block = slice((route.dense - 1) * self.rank, route.dense * self.rank)
             out_flat.addmm_(flat @ self.lora_A_T[:, block], self.lora_B_T[block])
         elif self.compute == "stacked":
-            out_flat.addmm_((flat @ self.lora_A_T).mul_(route.expanded(self.rank)), self.lora_B_T)
+            out_flat.addmm_((flat @ self.lora_A_T).mul_(route.expanded(self.rank, flat.dtype)), self.lora_B_T)
         else:
             for adapter, index, weights in route.groups():
                 block = slice(adapter * self.rank, (adapter + 1) * self.rank)
-                low = (flat.index_select(0, index) @ self.lora_A_T[:, block]).mul_(weights.unsqueeze(-1))
+                low = (flat.index_select(0, index) @ self.lora_A_T[:, block]).mul_(weights.to(flat.dtype).unsqueeze(-1))
                 out_flat.index_add_(0, index, low @ self.lora_B_T[block])
         return out
 
@@ -262,17 +281,22 @@ class MixtureRouter(nn.Module):
             per_token = rows.to(hidden.device).repeat_interleave(length)
             forced = per_token >= 0
             slots[forced, 0] = per_token[forced]
-            weights[forced] = 0.0
-            weights[forced, 0] = 1.0
-        if self.top_k == 1 and bool((slots == slots[0, 0]).all()):
-            return Route(dense=int(slots[0, 0]))
+            if weights is not None:
+                weights[forced] = 0.0
+                weights[forced, 0] = 1.0
+        if self.top_k == 1:
+            top = slots[:, 0]
+            if torch.equal(top, top[:1].expand_as(top)):
+                return Route(dense=int(top[0]))
+            return Route(self.num_slots - 1, slots=top)
+        assert weights is not None
         return self._weighted(slots, weights)
 
     def _weighted(self, slots: torch.Tensor, weights: torch.Tensor) -> Route:
         """The route of tokens on `slots` (N, k) with `weights` (N, k)."""
         matrix = torch.zeros(slots.shape[0], self.num_slots, dtype=weights.dtype, device=weights.device)
         matrix.scatter_add_(1, slots, weights)
-        return Route(weights=matrix[:, 1:])
+        return Route(self.num_slots - 1, weights=matrix[:, 1:])
 
     def _hook(self, layer: int):
         def hook(module: nn.Module, args: tuple, kwargs: dict) -> None:
