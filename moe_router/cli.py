@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 from pathlib import Path
 
 from tracegym.config import add_config_arguments, resolve_config
@@ -66,7 +67,9 @@ def run_serve(args: argparse.Namespace) -> int:
         server = RunningServer(app, config.host, config.port)
     except OSError as error:
         raise UserError(f"cannot listen on {config.host}:{config.port}: {error.strerror or error}") from None
+    signal.signal(signal.SIGTERM, lambda signum, frame: setattr(server.server, "should_exit", True))
     with server:
-        print(f"serving {args.folder} as '{config.model_name}' on {server.url}/v1 (Ctrl-C stops)", flush=True)
-        server.thread.join()
+        print(f"serving {args.folder} as '{config.model_name}' on {server.url}/v1 (Ctrl-C or SIGTERM stops)", flush=True)
+        while server.thread.is_alive():
+            server.thread.join(0.5)
     return 0
