@@ -4,7 +4,10 @@ Each adapter's `artifact.json` names the environment it was trained on (family, 
 ranges). For adapter slot s, oracle dialogues of that environment (`synth_envs.base.play` of
 `env.oracle(seed)`) are tokenised with the chat template; the assistant turns' tokens (what the
 policy samples, through their end-of-turn token) are labelled s, every other token (system
-prompt, task, tool responses, template tokens) is labelled base (slot 0).
+prompt, task, tool responses, template tokens) is labelled base (slot 0). A consequence to keep
+in mind: a routed reply attends to keys and values its prompt computed with the base, where the
+single adapter computed them with its LoRA, so a perfectly routed mixture is close to, not
+identical with, the adapter alone (forcing a slot, `load_policy(dir, name)`, is identical).
 
 "Other text" labelled base, all of it available offline: besides those non-assistant tokens,
 whole oracle dialogues of the environment families no adapter covers, every token labelled base
