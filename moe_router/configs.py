@@ -4,7 +4,7 @@ the modules that use them so that building the CLI parser imports no torch or fa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from tracegym.config import option
 
@@ -14,6 +14,8 @@ class RouterTrainingConfig:
     """How `tracegym route` builds and trains the token router."""
 
     flag_prefix: ClassVar[str] = "router"
+    labels: Literal["dialogue", "assistant"] = option(
+        "dialogue", "which tokens of an adapter's dialogues are labelled with it: all, or the assistant turns (rest base)")
     train_dialogues: int = option(16, "oracle dialogues per adapter to train on (base text: about as many in all)")
     heldout_dialogues: int = option(8, "held-out-seed dialogues per adapter, and of the held-out family, for the accuracy")
     max_tokens: int = option(2048, "dialogues are cut at this many tokens")

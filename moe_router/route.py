@@ -74,7 +74,8 @@ def build_router(
     model, tokenizer = load_base(base_model)
     router = attach_mixture(model, [read_adapter(f, n) for f, n in zip(adapter_dirs, names)], config.top_k, compute)
     logger.info("router data: %d adapters, %d dialogues each", len(names), config.train_dialogues)
-    data = router_data(tokenizer, [a.env_spec for a in artifacts], config.train_dialogues, config.heldout_dialogues, config.max_tokens)
+    data = router_data(tokenizer, [a.env_spec for a in artifacts], config.train_dialogues, config.heldout_dialogues,
+                       config.max_tokens, assistant_only=config.labels == "assistant")
     metrics = {"token_router": train_router(model, router, data, config)}
     entries = [
         AdapterEntry(name=name, capability=artifact.capability, family=family.name, description=family.description,

@@ -2,18 +2,22 @@
 
 Each adapter's `artifact.json` names the environment it was trained on (family, knobs, seed
 ranges). For adapter slot s, oracle dialogues of that environment (`synth_envs.base.play` of
-`env.oracle(seed)`) are tokenised with the chat template; the assistant turns' tokens (what the
-policy samples, through their end-of-turn token) are labelled s, every other token (system
-prompt, task, tool responses, template tokens) is labelled base (slot 0). A consequence to keep
-in mind: a routed reply attends to keys and values its prompt computed with the base, where the
-single adapter computed them with its LoRA, so a perfectly routed mixture is close to, not
-identical with, the adapter alone (forcing a slot, `load_policy(dir, name)`, is identical).
+`env.oracle(seed)`) are tokenised with the chat template and labelled s, in one of two ways
+(`RouterTrainingConfig.labels`):
 
-"Other text" labelled base, all of it available offline: besides those non-assistant tokens,
-whole oracle dialogues of the environment families no adapter covers, every token labelled base
-(about as many dialogues in all as one adapter gets, spread over those families).
-The last uncovered family in name order is held out of training to measure routing on an
-unseen family (a family the router never saw should go to the base).
+- "dialogue" (default): every token of the dialogue (the issue's "tokens of each capability
+  environment's trajectories"). A conversation the router recognises then runs on its adapter
+  from its prompt on, exactly as the adapter ran in training (LoRA on the prompt's keys and
+  values too), so the mixture keeps the adapter's behaviour;
+- "assistant": only the assistant turns' tokens (what the policy samples, through their
+  end-of-turn token); the system prompt, task and tool responses are labelled base. Replies then
+  attend to prompt keys and values the base computed, which the adapter never saw in training.
+
+"Other text" labelled base, available offline: whole oracle dialogues of the environment
+families no adapter covers (about as many dialogues in all as one adapter gets, spread over
+those families). The last uncovered family in name order is held out of training, to measure
+routing on a family the router never saw (it should go to the base). When every family has an
+adapter there is no base text and the gates never pick the base.
 
 Seeds: training dialogues come from the start of each spec's `train_seeds`, held-out ones from
 the start of its `eval_seeds`; base families use their default knobs and the EnvSpec defaults.
@@ -57,29 +61,31 @@ class RouterData:
 
 
 def oracle_dialogues(
-    tokenizer: PreTrainedTokenizerBase, spec: EnvSpec, slot: int, seeds: Sequence[int], max_tokens: int
+    tokenizer: PreTrainedTokenizerBase, spec: EnvSpec, slot: int, seeds: Sequence[int], max_tokens: int,
+    assistant_only: bool = False,
 ) -> list[LabelledDialogue]:
-    """Oracle dialogues of `spec`'s environment on `seeds`: assistant tokens labelled `slot`, the
-    rest base; cut at `max_tokens` tokens."""
+    """Oracle dialogues of `spec`'s environment on `seeds`, cut at `max_tokens` tokens: every token
+    labelled `slot`, or with `assistant_only` the assistant turns `slot` and the rest base."""
     env = make_env(spec.family, **spec.knobs)
     dialogues = []
     for seed in seeds:
         messages, _ = play(env, seed, env.oracle(seed))
         tokens = dialogue_tokens(tokenizer, messages)
-        labels = [slot if assistant else BASE_SLOT for assistant in tokens["assistant_masks"]]
+        labels = [slot if assistant or not assistant_only else BASE_SLOT for assistant in tokens["assistant_masks"]]
         task = messages[1].content
         dialogues.append(LabelledDialogue(spec.family, seed, slot, task, tokens["input_ids"][:max_tokens], labels[:max_tokens]))
     return dialogues
 
 
 def router_data(
-    tokenizer: PreTrainedTokenizerBase, specs: Sequence[EnvSpec], train_dialogues: int, heldout_dialogues: int, max_tokens: int
+    tokenizer: PreTrainedTokenizerBase, specs: Sequence[EnvSpec], train_dialogues: int, heldout_dialogues: int, max_tokens: int,
+    assistant_only: bool = False,
 ) -> RouterData:
     """Labelled dialogues for adapters with environment `specs` (spec i is slot i + 1)."""
     train, heldout = [], []
     for slot, spec in enumerate(specs, start=1):
-        train += oracle_dialogues(tokenizer, spec, slot, _first(spec.train_seeds, train_dialogues), max_tokens)
-        heldout += oracle_dialogues(tokenizer, spec, slot, _first(spec.eval_seeds, heldout_dialogues), max_tokens)
+        train += oracle_dialogues(tokenizer, spec, slot, _first(spec.train_seeds, train_dialogues), max_tokens, assistant_only)
+        heldout += oracle_dialogues(tokenizer, spec, slot, _first(spec.eval_seeds, heldout_dialogues), max_tokens, assistant_only)
     covered = {spec.family for spec in specs}
     uncovered = [name for name in families() if name not in covered]
     held_family = uncovered.pop() if uncovered else None

@@ -40,11 +40,10 @@ def layer_features(
     for index, dialogue in enumerate(dialogues):
         for position, label in enumerate(dialogue.labels):
             by_slot[label].append((index, position))
-    missing = [slot for slot in range(router.num_slots) if not by_slot.get(slot)]
+    missing = [name for slot, name in enumerate(router.adapter_names, start=1) if not by_slot.get(slot)]
     if missing:
-        names = ["base", *router.adapter_names]
-        raise UserError(f"no training tokens for {', '.join(names[s] for s in missing)}: its assistant turns start after "
-                        f"the dialogue cut; raise --router-max-tokens")
+        raise UserError(f"no training tokens for {', '.join(missing)}: its assistant turns start after the dialogue cut; "
+                        "raise --router-max-tokens")
     generator = torch.Generator().manual_seed(seed)
     chosen: dict[int, list[int]] = defaultdict(list)
     for slot, places in sorted(by_slot.items()):

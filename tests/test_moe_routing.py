@@ -148,6 +148,26 @@ def test_route_command_reports_bad_inputs_in_one_line(tiny_adapters, tmp_path, c
     assert main(["route", str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) == 1
     assert "missing: no such adapter folder" in capsys.readouterr().err
     args = ["route", str(tiny_adapters[0]), "--out", str(tmp_path / "cut"), "--router-max-tokens", "64",
-            "--router-train-dialogues", "1", "--router-heldout-dialogues", "1"]
+            "--router-train-dialogues", "1", "--router-heldout-dialogues", "1", "--router-labels", "assistant"]
     assert main(args) == 1
     assert "no training tokens for tool_calling_precision" in capsys.readouterr().err
+
+
+def test_router_data_labels_whole_dialogues_or_assistant_turns():
+    from tracegym.moe_router.router_data import oracle_dialogues, router_data
+    from tracegym.schema import EnvSpec
+    from tracegym.synth_envs.registry import families, make_env
+
+    _, tokenizer = tiny_model()
+    spec = EnvSpec(capability=FAMILIES[0], family=FAMILIES[0])
+    whole = oracle_dialogues(tokenizer, spec, 2, [5], 10_000)[0]
+    assert set(whole.labels) == {2} and whole.task == make_env(FAMILIES[0]).reset(5)
+    turns = oracle_dialogues(tokenizer, spec, 2, [5], 10_000, assistant_only=True)[0]
+    assert turns.input_ids == whole.input_ids and set(turns.labels) == {0, 2}
+    labelled = tokenizer.decode([t for t, label in zip(turns.input_ids, turns.labels) if label == 2])
+    assert labelled == "".join(turn + "<|im_end|>" for turn in make_env(FAMILIES[0]).oracle(5))
+    data = router_data(tokenizer, [spec], 2, 1, 256)
+    uncovered = [f for f in families() if f != FAMILIES[0]]
+    assert data.heldout_family == uncovered[-1] and data.base_families == uncovered[:-1]
+    assert {d.family for d in data.train} == {FAMILIES[0], *uncovered[:-1]} and all(len(d.input_ids) <= 256 for d in data.train)
+    assert {d.slot for d in data.heldout if d.family == data.heldout_family} == {0}
