@@ -23,6 +23,7 @@ from typing import Any, Sequence
 import torch
 import torch.nn.functional as F
 from torch import nn
+from tqdm.auto import tqdm
 
 from tracegym.errors import UserError
 from tracegym.moe_router.configs import RouterTrainingConfig
@@ -51,7 +52,7 @@ def layer_features(
             chosen[places[pick][0]].append(places[pick][1])
     features, labels = [], []
     device = next(model.parameters()).device
-    for index in sorted(chosen):
+    for index in tqdm(sorted(chosen), desc="router features", unit="dialogue", leave=False):
         dialogue, positions = dialogues[index], torch.tensor(sorted(chosen[index]))
         ids = torch.tensor([dialogue.input_ids], device=device)
         with router.routing_tokens(torch.tensor([dialogue.labels])), router.capturing() as hidden:
@@ -107,7 +108,7 @@ def routing_accuracy(
     counts = torch.zeros(router.num_slots)
     unseen_base = unseen_total = 0
     device = next(model.parameters()).device
-    for dialogue in dialogues:
+    for dialogue in tqdm(dialogues, desc="routing accuracy", unit="dialogue", leave=False):
         labels = torch.tensor(dialogue.labels)
         with router.recording() as decisions:
             model(input_ids=torch.tensor([dialogue.input_ids], device=device), use_cache=False, logits_to_keep=1)
