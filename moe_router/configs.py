@@ -16,18 +16,19 @@ class RouterTrainingConfig:
     flag_prefix: ClassVar[str] = "router"
     labels: Literal["dialogue", "assistant"] = option(
         "dialogue", "which tokens of an adapter's dialogues are labelled with it: all, or the assistant turns (rest base)")
-    train_dialogues: int = option(16, "oracle dialogues per adapter to train on (base text: about as many in all)")
-    heldout_dialogues: int = option(8, "held-out-seed dialogues per adapter, and of the held-out family, for the accuracy")
-    max_tokens: int = option(2048, "dialogues are cut at this many tokens")
+    train_dialogues: int = option(8, "oracle dialogues per adapter to train on (base text: about as many in all)")
+    heldout_dialogues: int = option(4, "held-out-seed dialogues per adapter, and of the held-out family, for the accuracy")
+    max_tokens: int = option(1536, "dialogues are cut at this many tokens")
     tokens_per_slot: int = option(2048, "training tokens drawn per slot (their hidden states are kept for every layer)")
-    steps: int = option(300, "full-batch Adam steps on the gates")
+    steps: int = option(300, "Adam steps on the gates")
+    gate_batch: int = option(1024, "tokens per gate training step")
     learning_rate: float = option(0.01, "Adam learning rate of the gates")
     load_balance: float = option(0.001, "weight of the load-balancing term (paper: 0.001)")
     top_k: int = option(1, "slots per token at inference; k > 1 mixes k slots with renormalised gate weights")
     seed: int = option(0, "seed of the token draw")
 
     def __post_init__(self) -> None:
-        for name in ("train_dialogues", "heldout_dialogues", "max_tokens", "tokens_per_slot", "steps", "top_k"):
+        for name in ("train_dialogues", "heldout_dialogues", "max_tokens", "tokens_per_slot", "steps", "gate_batch", "top_k"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.learning_rate <= 0 or self.load_balance < 0:

@@ -6,7 +6,7 @@ balance, a slot for the base and one per capability).
    (teacher forcing: the hidden states a correct router would see), and the hidden state entering
    every layer is kept for up to `tokens_per_slot` randomly drawn tokens per slot (balanced
    classes; the system prompts alone would otherwise outnumber the assistant turns several-fold).
-2. Gates. All layers' gates at once, full-batch Adam on cached features: mean over layers of
+2. Gates. All layers' gates at once, Adam on random token batches of the cached features: mean over layers of
    cross-entropy against the labels, plus `load_balance` × the Switch-Transformer term
    S · Σ_s f_s · P_s (f_s: share of tokens whose top-1 is s, P_s: mean probability of s).
 3. Held-out accuracy. Held-out dialogues run free (the gates decide, as in serving; a layer's
@@ -66,23 +66,24 @@ def train_gates(
     features: torch.Tensor, labels: torch.Tensor, num_slots: int, config: RouterTrainingConfig
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
     """Gate weight (L, S, H) and bias (L, S) fitted to normalised `features` (L, N, H) and `labels`
-    (N,); returns them with the final loss terms and training accuracy."""
-    layers, _, hidden = features.shape
+    (N,) by Adam on random batches of `config.gate_batch` tokens (every layer at once); returns
+    them with the last batch's loss terms and the accuracy on all tokens."""
+    layers, count, hidden = features.shape
     weight = torch.zeros(layers, num_slots, hidden, requires_grad=True)
     bias = torch.zeros(layers, num_slots, requires_grad=True)
     optimiser = torch.optim.Adam([weight, bias], lr=config.learning_rate)
-    targets = labels.repeat(layers)
+    generator = torch.Generator().manual_seed(config.seed)
     for _ in range(config.steps):
-        logits = gate_logits(features, weight, bias, normalised=True)  # (L, N, S)
-        cross_entropy = F.cross_entropy(logits.reshape(-1, num_slots), targets)
+        batch = torch.randint(count, (min(config.gate_batch, count),), generator=generator)
+        logits = gate_logits(features[:, batch], weight, bias, normalised=True)  # (L, B, S)
+        cross_entropy = F.cross_entropy(logits.reshape(-1, num_slots), labels[batch].repeat(layers))
         balance = load_balance_loss(logits)
         loss = cross_entropy + config.load_balance * balance
         optimiser.zero_grad()
         loss.backward()
         optimiser.step()
     with torch.no_grad():
-        logits = gate_logits(features, weight, bias, normalised=True)
-        accuracy = (logits.argmax(-1) == labels).float().mean().item()
+        accuracy = (gate_logits(features, weight, bias, normalised=True).argmax(-1) == labels).float().mean().item()
     log = {"cross_entropy": cross_entropy.item(), "load_balance": balance.item(), "train_accuracy": accuracy}
     return weight.detach(), bias.detach(), log
 
