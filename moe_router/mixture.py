@@ -351,18 +351,19 @@ def attach_mixture(model: nn.Module, adapters: Sequence[AdapterWeights], top_k: 
     router = MixtureRouter(len(layers), model.config.hidden_size, names, top_k).to(next(model.parameters()).device)
     paths = sorted({path for adapter in adapters for path in adapter.modules})
     for path in paths:
-        if not path.startswith(prefix + "."):
-            raise UserError(f"{adapters[0].path}: LoRA on '{path}', outside the decoder layers: not supported by the mixture")
-        layer = int(path[len(prefix) + 1 :].split(".")[0])
+        owner = next(a.path for a in adapters if path in a.modules)
+        layer = path[len(prefix) + 1 :].split(".")[0]
+        if not path.startswith(prefix + ".") or not layer.isdigit() or int(layer) >= len(layers):
+            raise UserError(f"{owner}: LoRA on '{path}', outside the decoder layers: not supported by the mixture")
         try:
             base = model.get_submodule(path)
         except AttributeError:
-            raise UserError(f"{next(a.path for a in adapters if path in a.modules)}: the base model has no module '{path}'") from None
+            raise UserError(f"{owner}: the base model has no module '{path}'") from None
         if not isinstance(base, nn.Linear):
-            raise UserError(f"{adapters[0].path}: '{path}' is a {type(base).__name__}, not a linear layer")
+            raise UserError(f"{owner}: '{path}' is a {type(base).__name__}, not a linear layer")
         parent_path, _, child = path.rpartition(".")
         lora_A, lora_B = _stack(adapters, path, base)
-        model.get_submodule(parent_path).register_module(child, RoutedLinear(base, lora_A, lora_B, router.states[layer], compute))
+        model.get_submodule(parent_path).register_module(child, RoutedLinear(base, lora_A, lora_B, router.states[int(layer)], compute))
     for index, layer in enumerate(layers):
         layer.register_forward_pre_hook(router._hook(index), with_kwargs=True)
     model.moe_router = router

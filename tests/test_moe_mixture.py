@@ -178,3 +178,12 @@ def test_unsupported_or_broken_adapters_are_refused_with_the_file_named(adapter_
     other, _ = tiny_model(hidden_size=32)
     with pytest.raises(UserError, match="adapter trained on another base model"):
         attach_mixture(other, [read_adapter(adapter_dirs[0])])
+
+
+def test_adapters_for_modules_the_base_lacks_are_refused(adapter_dirs, base):
+    adapter = read_adapter(adapter_dirs[0])
+    for path in ("model.layers.7.self_attn.q_proj", "lm_head", "model.layers.0.self_attn.rotary"):
+        pair = next(iter(adapter.modules.values()))
+        odd = type(adapter)(adapter.name, adapter.path, {path: pair})
+        with pytest.raises(UserError, match=str(adapter.path)):
+            attach_mixture(copy.deepcopy(base), [odd])
