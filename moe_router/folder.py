@@ -125,7 +125,11 @@ def read_manifest(folder: str | Path) -> RouterManifest:
     except ValidationError as error:
         first = error.errors()[0]
         raise UserError(f"{path}: not a router manifest: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+    if not manifest.adapters or not 1 <= manifest.top_k <= len(manifest.adapters) + 1:
+        raise UserError(f"{path}: needs at least one adapter and top_k in [1, adapters + 1], got top_k={manifest.top_k}")
     for entry in manifest.adapters:
+        if set(entry.sha256) != set(ADAPTER_FILES):
+            raise UserError(f"{path}: adapter '{entry.name}' must record the sha256 of {', '.join(ADAPTER_FILES)}")
         for name, digest in entry.sha256.items():
             file = folder / entry.folder / name
             if not file.resolve().is_relative_to(folder.resolve()) or not file.is_file():

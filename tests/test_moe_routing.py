@@ -87,6 +87,19 @@ def test_a_tampered_or_incomplete_folder_is_refused(routed_folder, tmp_path):
     weights.write_bytes(weights.read_bytes()[:-1] + b"\0")
     with pytest.raises(UserError, match="content differs from the sha256"):
         read_manifest(broken)
+    manifest = json.loads((routed_folder / MANIFEST_FILE).read_text())
+    manifest["adapters"][0]["sha256"].pop("adapter_model.safetensors")
+    (broken / MANIFEST_FILE).write_text(json.dumps(manifest))
+    with pytest.raises(UserError, match="must record the sha256 of"):
+        read_manifest(broken)
+    manifest["adapters"][0]["folder"] = "../../elsewhere"
+    manifest["adapters"][0]["sha256"]["adapter_model.safetensors"] = "0" * 64
+    (broken / MANIFEST_FILE).write_text(json.dumps(manifest))
+    with pytest.raises(UserError, match="is missing"):
+        read_manifest(broken)
+    (broken / MANIFEST_FILE).write_text(json.dumps({**manifest, "top_k": 9}))
+    with pytest.raises(UserError, match="top_k"):
+        read_manifest(broken)
     (broken / MANIFEST_FILE).write_text('{"format": "tracegym-router/1"}')
     with pytest.raises(UserError, match="router.json: not a router manifest: base_model"):
         read_manifest(broken)
