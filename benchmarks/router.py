@@ -4,12 +4,15 @@ The embedded model (SmolLM2-135M) with 4 random LoRAs of rank 16 on q, k, v, o, 
 (the shape `tracegym train` writes), saved as standard PEFT folders and loaded back by each
 variant. Batch 8 prompts of a fixed length, greedy, every row decoding exactly `--new-tokens`
 tokens. Decode tokens per second = 8 / the mean time of a decode step (each step is timestamped
-inside `generate`), so the prefill is not counted. Variants, timed in interleaved rounds, medians reported:
+inside `generate`), so the prefill is not counted; in wall time and in process CPU time (the
+steadier figure when other jobs share the cores). Prefill tokens per second (CPU time) are
+printed too: they decide between the stacked and gather computes. Variants, timed in
+interleaved rounds, medians reported:
 
     base          the plain model
     peft          PeftModel.from_pretrained(base, adapter 1), unmerged
     mixture       the routed mixture, random gates spreading tokens over all 5 slots
-                  (stacked compute; `gather` also timed)
+                  (default `auto` compute: stacked for these batches; `gather` also timed)
     forced        the mixture forced to adapter 1 (what a single-adapter route costs)
 
 Goals (issue 13): mixture ≥ 0.8 × base and ≥ 0.9 × peft.
@@ -64,16 +67,21 @@ class _StepClock(StoppingCriteria):
         return torch.zeros(input_ids.shape[0], dtype=torch.bool)
 
 
-def decode_seconds(model: torch.nn.Module, prompts: torch.Tensor, new_tokens: int) -> tuple[float, float]:
-    """Wall and CPU seconds per greedy decode step of batch `prompts` (the steps after the
-    prefill's token)."""
+def timed_generate(model: torch.nn.Module, prompts: torch.Tensor, new_tokens: int) -> dict[str, float]:
+    """Tokens per second of one greedy `generate` of batch `prompts`: decode (the steps after the
+    prefill's token) in wall and process-CPU time, and the prefill in CPU time."""
     clock = _StepClock()
+    started = time.process_time()
     model.generate(
         input_ids=prompts, attention_mask=torch.ones_like(prompts), max_new_tokens=new_tokens, min_new_tokens=new_tokens,
         do_sample=False, pad_token_id=0, stopping_criteria=StoppingCriteriaList([clock]),
     )
-    steps = len(clock.wall) - 1
-    return (clock.wall[-1] - clock.wall[0]) / steps, (clock.cpu[-1] - clock.cpu[0]) / steps
+    steps, batch = len(clock.wall) - 1, prompts.shape[0]
+    return {
+        "decode wall": batch * steps / (clock.wall[-1] - clock.wall[0]),
+        "decode cpu": batch * steps / (clock.cpu[-1] - clock.cpu[0]),
+        "prefill cpu": prompts.numel() / (clock.cpu[0] - started),
+    }
 
 
 @torch.inference_mode()
@@ -105,43 +113,41 @@ def main() -> None:
     counts = torch.bincount(torch.cat([d.flatten() for d in decisions]), minlength=router.num_slots)
     print(f"random gates: share of (token, layer) routes per slot {[round(c, 3) for c in (counts / counts.sum()).tolist()]}")
 
-    def compute(kind: str) -> Callable[[], tuple[float, float]]:
-        def run() -> tuple[float, float]:
+    def compute(kind: str) -> Callable[[], dict[str, float]]:
+        def run() -> dict[str, float]:
             set_compute(mixture, kind)
-            return decode_seconds(mixture, prompts, new_tokens)
+            return timed_generate(mixture, prompts, new_tokens)
 
         return run
 
-    def forced() -> tuple[float, float]:
+    def forced() -> dict[str, float]:
         with router.forcing(1):
-            return decode_seconds(mixture, prompts, new_tokens)
+            return timed_generate(mixture, prompts, new_tokens)
 
-    variants: dict[str, Callable[[], tuple[float, float]]] = {
-        "base": lambda: decode_seconds(base, prompts, new_tokens),
-        "peft": lambda: decode_seconds(peft, prompts, new_tokens),
-        "mixture": compute("stacked"),
+    variants: dict[str, Callable[[], dict[str, float]]] = {
+        "base": lambda: timed_generate(base, prompts, new_tokens),
+        "peft": lambda: timed_generate(peft, prompts, new_tokens),
+        "mixture": compute("auto"),
         "mixture-gather": compute("gather"),
         "forced": forced,
     }
     for run in variants.values():  # warm-up
         run()
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
+    measured: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
     for _ in range(rounds):
         for name, run in variants.items():
-            times[name].append(run())
+            measured[name].append(run())
     print(f"batch {args.batch}, prompt {args.prompt_tokens} tokens, {new_tokens} new tokens, {rounds} rounds (medians), "
-          f"{torch.get_num_threads()} torch threads")
-    print(f"{'variant':16s} {'wall tok/s':>10s} {'vs base':>8s} {'vs peft':>8s} {'cpu tok/s':>10s} {'vs base':>8s} {'vs peft':>8s}")
-    rates = {}
-    for clock in (0, 1):
-        rates[clock] = {name: args.batch / statistics.median(v[clock] for v in values) for name, values in times.items()}
+          f"{torch.get_num_threads()} torch threads; tokens per second, and as a ratio to base and to peft")
+    metrics = list(measured["base"][0])
+    rate = {m: {name: statistics.median(r[m] for r in runs) for name, runs in measured.items()} for m in metrics}
+    print(f"{'variant':16s}" + "".join(f" {m:>28s}" for m in metrics))
     for name in variants:
-        cells = [f"{rates[c][name]:10.1f} {rates[c][name] / rates[c]['base']:8.3f} {rates[c][name] / rates[c]['peft']:8.3f}" for c in (0, 1)]
-        print(f"{name:16s} {cells[0]} {cells[1]}")
-    for clock, label in ((0, "wall"), (1, "cpu")):
-        rate = rates[clock]
-        print(f"goals ({label}): mixture >= 0.8 x base ({rate['mixture'] / rate['base']:.3f}), "
-              f">= 0.9 x peft ({rate['mixture'] / rate['peft']:.3f})")
+        cells = [f"{rate[m][name]:10.1f} {rate[m][name] / rate[m]['base']:8.3f} {rate[m][name] / rate[m]['peft']:8.3f}" for m in metrics]
+        print(f"{name:16s} " + " ".join(cells))
+    for m in ("decode wall", "decode cpu"):
+        print(f"goals ({m}): mixture >= 0.8 x base ({rate[m]['mixture'] / rate[m]['base']:.3f}), "
+              f">= 0.9 x peft ({rate[m]['mixture'] / rate[m]['peft']:.3f})")
 
 
 if __name__ == "__main__":

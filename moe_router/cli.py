@@ -27,8 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     route.add_argument("adapters", nargs="+", type=Path, metavar="ADAPTER_DIR", help="adapter folders written by `tracegym train`")
     route.add_argument("--out", type=Path, required=True, help="routed folder to write")
     route.add_argument("--model", default=None, help="base model (default: the one the adapters were trained on)")
-    route.add_argument("--compute", choices=("stacked", "gather"), default="stacked",
-                       help="how routed tokens are computed (default stacked: faster on CPU, see moe_router/mixture.py)")
+    route.add_argument("--compute", choices=("auto", "stacked", "gather"), default="auto",
+                       help="how routed tokens are computed (default auto: gather for long prefills, stacked for "
+                            "decoding; measured in moe_router/mixture.py)")
     route.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
     add_config_arguments(route, RouterTrainingConfig)
     route.set_defaults(run=run_route)

@@ -62,7 +62,7 @@ class RouterManifest(BaseModel):
     base_model: str
     adapters: list[AdapterEntry]
     top_k: int
-    compute: Literal["stacked", "gather"]
+    compute: Literal["auto", "stacked", "gather"]
     layers: int
     hidden_size: int
     training: dict[str, Any]

@@ -47,7 +47,7 @@ def task_router_accuracy(task_router: TaskRouter, dialogues: Sequence[LabelledDi
 
 def build_router(
     adapter_dirs: Sequence[Path], out: Path, config: RouterTrainingConfig, model_name: str | None = None,
-    compute: Compute = "stacked", overwrite: bool = False,
+    compute: Compute = "auto", overwrite: bool = False,
 ) -> tuple[RouterManifest, dict[str, Any]]:
     """Train a router over the adapters in `adapter_dirs` and write the routed folder `out`."""
     from tracegym.adapters.train import load_base

@@ -14,7 +14,7 @@ from tracegym.adapters.lora import LORA_TARGETS
 from tracegym.errors import UserError
 from tracegym.models import tiny_model
 from tracegym.moe_router.lora_weights import read_adapter
-from tracegym.moe_router.mixture import LayerState, RoutedLinear, Route, attach_mixture, set_compute
+from tracegym.moe_router.mixture import GATHER_FROM_TOKENS, LayerState, RoutedLinear, Route, attach_mixture, set_compute
 
 RANKS = (4, 8, 6)
 
@@ -96,22 +96,25 @@ def test_top_k_with_one_hot_weights_equals_top_1(mixture):
     assert (model(ids).logits - top1).abs().max() <= 1e-5
 
 
-@pytest.mark.parametrize("compute", ["stacked", "gather"])
+@pytest.mark.parametrize("compute, tokens", [("stacked", 10), ("gather", 10), ("auto", 10), ("auto", GATHER_FROM_TOKENS + 6)])
 @torch.no_grad()
-def test_grouped_compute_equals_a_per_token_reference(compute):
+def test_grouped_compute_equals_the_per_token_formula(compute, tokens):
     torch.manual_seed(0)
     base = torch.nn.Linear(16, 12)
-    n, rank, tokens = 3, 4, 10
+    n, rank = 3, 4
     lora_A, lora_B = torch.randn(n, rank, 16), torch.randn(n, 12, rank)
     layer = RoutedLinear(base, lora_A, lora_B, LayerState(), compute)
     weights = torch.rand(tokens, n) * (torch.rand(tokens, n) > 0.5)  # some tokens on no adapter, some on several
-    layer.state.route = Route(weights=weights)
+    layer.state.route = Route(n, weights=weights)
     x = torch.randn(2, tokens // 2, 16)
-    expected = torch.stack([
-        base(x.reshape(-1, 16)[t]) + sum(weights[t, a] * (lora_B[a] @ (lora_A[a] @ x.reshape(-1, 16)[t])) for a in range(n))
-        for t in range(tokens)
-    ]).view(2, tokens // 2, 12)
-    assert (layer(x) - expected).abs().max() <= 1e-5
+    flat = x.reshape(-1, 16)
+    expected = base(flat) + sum(weights[:, a : a + 1] * (flat @ lora_A[a].T @ lora_B[a].T) for a in range(n))
+    assert (layer(x) - expected.view(2, tokens // 2, 12)).abs().max() <= 1e-4
+    slots = torch.randint(0, n + 1, (tokens,))  # top-1 routes given by slot
+    layer.state.route = Route(n, slots=slots)
+    one_hot = torch.nn.functional.one_hot(slots, n + 1)[:, 1:].float()
+    expected = base(flat) + sum(one_hot[:, a : a + 1] * (flat @ lora_A[a].T @ lora_B[a].T) for a in range(n))
+    assert (layer(x) - expected.view(2, tokens // 2, 12)).abs().max() <= 1e-4
 
 
 @torch.no_grad()
