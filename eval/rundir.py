@@ -24,18 +24,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from tracegym.errors import UserError
-from tracegym.files import write_text_atomic
+from tracegym.files import sha256_file, write_text_atomic
 
 logger = logging.getLogger(__name__)
 _VERSIONED = ("tracegym", "torch", "transformers", "peft", "trl", "datasets")
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def package_versions() -> dict[str, str]:

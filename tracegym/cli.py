@@ -25,6 +25,8 @@ COMMANDS: dict[str, str] = {
     "synth": "tracegym.synth_envs.cli",
     "run": "tracegym.eval.cli",
     "eval": "tracegym.eval.eval_cli",
+    "route": "tracegym.moe_router.cli",
+    "serve": "tracegym.moe_router.cli",
 }
 
 

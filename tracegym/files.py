@@ -1,4 +1,4 @@
-"""Atomic file writes: a command's output files are replaced together, never half of one.
+"""Atomic file writes (a command's output files are replaced together, never half of one) and file digests.
 
 `replace_together(folder, names)` writes one set of output files. Each is written to a temporary
 `<folder>/<name>.partial`; when every one is complete (and flushed to disk), a journal listing
@@ -19,6 +19,7 @@ the same set into the same folder at the same time are not supported (they share
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from contextlib import contextmanager
@@ -145,3 +146,12 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     """Write `text` to `path` atomically."""
     with atomic_open(path) as handle:
         handle.write(text)
+
+
+def sha256_file(path: str | Path) -> str:
+    """Hex sha256 of a file's bytes (read in 1 MiB blocks)."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
