@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 from dataclasses import dataclass
 from typing import Any, ClassVar, Hashable
 
@@ -33,6 +32,7 @@ from tracegym.synth_envs.cache import BoundedCache
 from tracegym.synth_envs.common import call, json_object
 from tracegym.synth_envs.registry import register
 from tracegym.synth_envs.tools import tool
+from tracegym.synth_envs.watchdog import WATCHDOG
 
 DIMENSIONS: dict[str, tuple[str, ...]] = {
     "placement": ("feed", "search", "video"),
@@ -380,18 +380,15 @@ def _run_sql(cursor: Any, query: str, timeout_s: float) -> str:
         raise ToolError(f"SQL error: {str(error).splitlines()[0]}") from None
     if len(statements) != 1 or statements[0].type.name != "SELECT":
         raise ToolError("only one read-only SELECT statement per call is allowed")
-    watchdog = threading.Timer(timeout_s, cursor.interrupt)  # an idle cursor ignores a late interrupt
-    watchdog.start()
     try:
-        result = cursor.execute(query)
-        header = [d[0] for d in result.description]
-        rows = result.fetchmany(2_000)
+        with WATCHDOG.guard(cursor.interrupt, timeout_s):
+            result = cursor.execute(query)
+            header = [d[0] for d in result.description]
+            rows = result.fetchmany(2_000)
     except duckdb.InterruptException:
         raise ToolError(f"SQL error: the query ran past the {timeout_s:g} s time limit and was stopped") from None
     except duckdb.Error as error:
         raise ToolError(f"SQL error: {str(error).splitlines()[0]}") from None
-    finally:
-        watchdog.cancel()
     lines = [",".join(header)] + [",".join(_cell(v) for v in row) for row in rows]
     text = "\n".join(lines)
     return text if len(text) <= SQL_LIMIT else text[:SQL_LIMIT] + "\n...[output cut at 8000 characters]"
