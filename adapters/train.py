@@ -8,6 +8,7 @@ Layout of `out_dir`: `warm_start/` (the SFT adapter, reused on rerun), `calibrat
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -27,6 +28,7 @@ from tracegym.adapters.sft import warm_start
 from tracegym.config import TINY_MODEL, RolloutConfig, config_dict
 from tracegym.generation import HFBackend
 from tracegym.models import check_model, load_model, tiny_model
+from tracegym.rollout import fit_turn_budget
 from tracegym.schema import AdapterArtifact, EnvSpec
 from tracegym.synth_envs.base import Environment
 from tracegym.synth_envs.calibration import CalibrationConfig, backend_measure, calibrate, write_calibrations
@@ -119,6 +121,8 @@ def train_adapter(
             env_spec, policy, tokenizer, config.calibration, config.rollout, out_dir / "calibration.json", policy_name
         )
         factory = env_factory_for(env_spec)
+    config = dataclasses.replace(config, rollout=fit_turn_budget(config.rollout, factory(), tokenizer))
+    logger.info("turn budget for %s: %d tokens", env_spec.family, config.rollout.max_new_tokens)
     eval_seeds = range(env_spec.eval_seeds[0], min(env_spec.eval_seeds[0] + config.eval.seeds, env_spec.eval_seeds[1]))
     evaluate = functools.partial(score_heldout, tokenizer=tokenizer, env_factory=factory, seeds=eval_seeds,
                                  rollout=config.rollout, sampled=config.eval.sampled, progress=progress)
@@ -133,7 +137,8 @@ def train_adapter(
         trainer.resume()
     trainer.train(progress=progress)
     grpo = config.grpo
-    metrics: dict[str, Any] = {"steps": trainer.step, "rollouts": trainer.step * grpo.groups_per_step * grpo.group_size}
+    metrics: dict[str, Any] = {"steps": trainer.step, "rollouts": trainer.step * grpo.groups_per_step * grpo.group_size,
+                               "turn_budget_tokens": config.rollout.max_new_tokens}
     if config.eval.seeds:
         before = HeldoutScores.from_dict(json.loads(before_file.read_text()))
         after = evaluate(trainer.policy)

@@ -15,8 +15,10 @@ from tracegym.adapters.lora import attach_lora, trainable_state
 from tracegym.adapters.policy_loss import episode_batch, token_logprobs
 from tracegym.cli import main
 from tracegym.config import RolloutConfig, config_dict
-from tracegym.rollout import HINT_SEPARATOR, Episode
+from tracegym.models import tiny_model
+from tracegym.rollout import HINT_SEPARATOR, Episode, turn_token_budget
 from tracegym.schema import AdapterArtifact, EnvSpec
+from tracegym.synth_envs.registry import make_env
 
 
 def _trainer(tmp_path, env=ProseEnv, max_new_tokens=12, credit="trace", **overrides):
@@ -138,6 +140,17 @@ def test_train_cli_writes_artifacts_and_resumes(tmp_path, capsys):
     assert artifact.metrics["steps"] == 2 and artifact.env_spec.family == "precondition_verification"
     for name in ("adapter_config.json", "adapter_model.safetensors", "train_config.json", "learning_curve.png"):
         assert (out / name).is_file(), name
+    assert artifact.metrics["turn_budget_tokens"] == 6
+
+
+def test_the_fitted_turn_budget_is_recorded_with_the_config(tmp_path):
+    out = tmp_path / "adapter"
+    assert main(["train", "precondition_verification", "--out", str(out), "--model", "tiny", "--grpo-steps", "1",
+                 "--grpo-groups-per-step", "1", "--grpo-group-size", "2", "--eval-seeds", "0", "--credit", "grpo"]) == 0
+    fitted = turn_token_budget(make_env("precondition_verification"), tiny_model()[1])
+    recorded = json.loads((out / "train_config.json").read_text())
+    assert recorded["rollout"]["max_new_tokens"] == fitted
+    assert AdapterArtifact.model_validate_json((out / "artifact.json").read_text()).metrics["turn_budget_tokens"] == fitted
 
 
 def test_eval_cli_scores_policies_on_the_same_seeds_and_pairs_them(tmp_path, capsys):

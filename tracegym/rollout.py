@@ -42,6 +42,7 @@ from typing import Any, Callable, Sequence
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
+from tracegym.config import RolloutConfig
 from tracegym.environment import Environment
 from tracegym.generation import Completion, GenerationBackend, SamplingConfig, render_chat
 from tracegym.schema import Message
@@ -110,23 +111,25 @@ class ChatSegments:
         return ids[self._base_len :]
 
 
-_BUDGETS: dict[tuple[Any, str], int] = {}  # (environment key, tokenizer) -> tokens
-
-
 def turn_token_budget(env: Environment, tokenizer: PreTrainedTokenizerBase, seeds: Sequence[int] = range(16),
                       slack: float = 1.25) -> int:
     """Tokens per assistant turn that fit `env`'s oracle: `slack` × its longest oracle turn over
-    `seeds`, rounded up to a multiple of 16 (memoised per environment key and tokenizer).
+    `seeds`, rounded up to a multiple of 16.
 
     Families differ several-fold (the embedded tokenizer: precondition checks need ≤ 71 tokens a
     turn, bulk updates in multi-step completion up to ~210, grouped answers in structured data
-    reasoning ~250), so no one fixed number suits all.
+    reasoning ~250), so no one fixed number suits all. It costs 16 oracle plays: callers that roll
+    out the same environment again and again fit it once (`fit_turn_budget`).
     """
-    key = (env.key, tokenizer.name_or_path)
-    if key not in _BUDGETS:
-        longest = max(len(tokenizer(turn, add_special_tokens=False)["input_ids"]) for seed in seeds for turn in env.oracle(seed))
-        _BUDGETS[key] = 16 * math.ceil(slack * longest / 16)
-    return _BUDGETS[key]
+    longest = max(len(tokenizer(turn, add_special_tokens=False)["input_ids"]) for seed in seeds for turn in env.oracle(seed))
+    return 16 * math.ceil(slack * longest / 16)
+
+
+def fit_turn_budget(rollout: RolloutConfig, env: Environment, tokenizer: PreTrainedTokenizerBase) -> RolloutConfig:
+    """`rollout` with its turn budget fixed: `max_new_tokens` as set, or fitted to `env`."""
+    if rollout.max_new_tokens is not None:
+        return rollout
+    return replace(rollout, max_new_tokens=turn_token_budget(env, tokenizer))
 
 
 def turn_params(params: SamplingConfig, turn: int) -> SamplingConfig:
