@@ -89,3 +89,32 @@ def test_a_delay_certificate_needs_a_changed_or_cancelled_reservation() -> None:
         return values(run.trajectory([], [], success=True))["policy_compliance"]
 
     assert certificate(cancel_first=False) == L and certificate(cancel_first=True) == P
+
+
+def test_steps_left_after_a_misread_status_are_owed_to_the_misreading() -> None:
+    """A telecom agent that reads the fault and calls it fine leaves the fix undone and transfers
+    believing the guide exhausted: one data-reasoning failure, not also a dropped step and a
+    forbidden transfer. Without the misreading the step left undone and the transfer count."""
+    gold = [{"name": "toggle_roaming", "arguments": {}, "requestor": "user"}]
+
+    def run(said: str) -> dict[str, LabelValue]:
+        steps = (Run("telecom", policy="").user("MMS fails abroad, my number is 555-123-2002.")
+                 .call("check_network_status", "Airplane Mode: OFF\nData Roaming Enabled: No").say(said)
+                 .user("Still failing.").call("transfer_to_human_agents", "Transfer successful", summary="MMS fails."))
+        return values(steps.trajectory(gold, [False], success=False))
+
+    misread = run("Roaming is enabled and airplane mode is off, so your settings are fine.")
+    assert (misread["structured_data_reasoning"], misread["multi_step_task_completion"], misread["policy_compliance"]) == (L, P, P)
+    unread = run("Please restart your phone.")
+    assert unread["structured_data_reasoning"] != L and (unread["multi_step_task_completion"], unread["policy_compliance"]) == (L, L)
+
+
+def test_a_telecom_transfer_after_the_steps_is_the_guides_last_step() -> None:
+    """The troubleshooting guide ends in a transfer once its steps are done: unrequested, it breaks no rule."""
+    steps = (Run("telecom", policy="").user("No signal, my number is 555-123-2002.")
+             .call("check_network_status", "Airplane Mode: OFF\nData Roaming Enabled: Yes").say("Your settings look right.")
+             .call("transfer_to_human_agents", "Transfer successful", summary="No signal after all checks."))
+    assert values(steps.trajectory([], [], success=False))["policy_compliance"] == P
+    airline = (Run().user("Cancel ABC123 please.").say("I will transfer you.")
+               .call("transfer_to_human_agents", "Transfer successful", summary="wants a cancellation"))
+    assert values(airline.trajectory([], [], success=False))["policy_compliance"] == L
