@@ -70,6 +70,9 @@ def test_offers_the_policy_forbids_are_policy_compliance() -> None:
     assert said("Upgrading only the outbound flight to business is not possible.")["policy_compliance"] == P
     assert said("Good news: your travel insurance covers the fare difference.")["policy_compliance"] == L
     assert said("Travel insurance only covers cancellations for health or weather reasons.")["policy_compliance"] == P
+    partial = "Upgrade ABC123 to business for the outgoing flight only, please."
+    assert said("The business upgrade for the outgoing flight is $152.", user=partial)["policy_compliance"] == L
+    assert said("The cabin must be the same on all flights, so that upgrade costs $300 for both.", user=partial)["policy_compliance"] == P
     complaint = "My flight ABC123 was delayed and I am upset."
     assert said("I can offer compensation for the delay.", user=complaint)["policy_compliance"] == L
     assert said("I can offer compensation for the delay.", user=complaint + " I want compensation.")["policy_compliance"] == P
