@@ -5,7 +5,8 @@ domains) turns what the conversation established into findings, each naming a ca
 - structured_data_reasoning: a wrong value read from the data (another record's id, a miscounted
   bag allowance, an unavailable item), a claim the records contradict, the wrong customer line, a
   device setting called fine while the status read shows the fault, a data allowance exceeded and
-  never acted on, a charge or refund stated that the write made did not (`policy.quotes`);
+  never acted on, a charge or refund stated that the write made did not (`policy.quotes`), a fare
+  called the cheapest while the search read lists a cheaper one (`policy.airline_fares`);
 - multi_step_task_completion: a requested step never carried out (not one the user put off, not
   one the agent refused or misread, nor any left after a misreading of the state that made the agent
   believe the work done: those are the other capabilities'), a run ended by a step limit;

@@ -121,3 +121,20 @@ def test_a_telecom_transfer_after_the_steps_is_the_guides_last_step() -> None:
     airline = (Run().user("Cancel ABC123 please.").say("I will transfer you.")
                .call("transfer_to_human_agents", "Transfer successful", summary="wants a cancellation"))
     assert values(airline.trajectory([], [], success=False))["policy_compliance"] == L
+
+
+def test_a_fare_called_the_cheapest_against_the_search_read_is_data_reasoning() -> None:
+    def flight(number: str, price: int, seats: int = 5) -> dict:
+        return {"flight_number": number, "origin": "JFK", "destination": "LAX", "status": "available",
+                "available_seats": {"basic_economy": 5, "economy": seats, "business": 5},
+                "prices": {"basic_economy": 90, "economy": price, "business": 500}}
+
+    def cheapest(rival_seats: int = 5, asked: str = "I need the cheapest economy flight JFK to LAX on 2024-05-20.") -> LabelValue:
+        run = (Run().user(asked).call("search_direct_flight", [flight("HAT001", 200), flight("HAT002", 150, rival_seats)],
+                                      origin="JFK", destination="LAX", date="2024-05-20")
+               .say("The cheapest economy option is HAT001 at $200."))
+        return values(run.trajectory([], [], success=True))["structured_data_reasoning"]
+
+    assert cheapest() == L
+    assert cheapest(rival_seats=0) == P  # no economy seat left on the cheaper one
+    assert cheapest(asked="I need the cheapest economy flight JFK to LAX on 2024-05-20 leaving after 5pm.") == P
