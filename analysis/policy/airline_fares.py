@@ -18,6 +18,7 @@ from tracegym.analysis.policy.conversation import Conversation, assertions, dict
 from tracegym.analysis.policy.domain import Finding
 
 SEARCHES = frozenset({"search_direct_flight", "search_onestop_flight"})
+_WORDS = ("cheapest", "lowest", "least expensive")  # every match of _CHEAPEST holds one; messages without are skipped
 _CHEAPEST = re.compile(r"\b(?:cheapest|lowest[- ]pric\w*|least expensive|lowest fare)\b", re.IGNORECASE)
 _CABINS = (("basic_economy", re.compile(r"\bbasic economy\b", re.IGNORECASE)),
            ("economy", re.compile(r"(?<!basic )\beconomy\b", re.IGNORECASE)),
@@ -56,11 +57,12 @@ def _fare(flights: list[dict], cabin: str) -> float | None:
 
 def cheapest_claims(conversation: Conversation) -> Iterator[Finding]:
     """An option called the cheapest while a search of its route and date shows a cheaper one."""
-    if _CONDITIONS.search(conversation.user_text()):
-        return
     for index, text in conversation.texts("assistant"):
-        if not _CHEAPEST.search(text) or not any(_CHEAPEST.search(c) for c in assertions(text)):
+        lowered = text.lower()
+        if not any(word in lowered for word in _WORDS) or not any(_CHEAPEST.search(c) for c in assertions(text)):
             continue
+        if _CONDITIONS.search(conversation.user_text()):
+            return
         cabin = next((name for name, pattern in _CABINS if pattern.search(text)), None)
         options = _options(conversation, index)
         named = {o[0]: o for o in options if all(mentions(text, number) for number in o[0])}

@@ -36,6 +36,7 @@ _PARTIAL_CABIN = re.compile(rf"\bupgrad\w*\b[^.?!\n]{{0,80}}\b(?:only|just)\b(?:
                             rf"[^.?!\n]{{0,20}}\b(?:flights?|legs?|segments?|passengers?)\b|\b(?:only|just)\b(?: the)? {_PART}\b"
                             rf"[^.?!\n]{{0,30}}\b(?:to|in) business\b|\bwhile keeping\b[^.?!\n]{{0,40}}\bin (?:basic )?economy\b|"
                             rf"\bupgrad\w*\b[^.?!\n]{{0,80}}\b{_PART} (?:flights?|legs?|segments?) only\b", re.IGNORECASE)
+_PARTIAL_WORDS = ("only", "just", "while keeping")  # every match of _PARTIAL_CABIN holds one
 _DECLINES = re.compile(r"\b(?:cannot|can'?t|unable|not (?:possible|allowed|permitted)|same cabin|must|requires?|policy)\b", re.IGNORECASE)
 _INSURANCE_BENEFIT = re.compile(r"\binsurance\b[^.?!\n]{0,60}\b(?:covers?|waives?|waived|pays? for|applies to)\b[^.?!\n]{0,50}"
                                 r"\b(?:fees?|difference|increase|changes?|costs?|upgrade|bags?|fare)\b", re.IGNORECASE)
@@ -84,11 +85,11 @@ def _unasked_compensation(conversation: Conversation) -> Iterator[Finding]:
 def _partial_cabin_offers(conversation: Conversation) -> Iterator[Finding]:
     """Offering to change the cabin of some flights or passengers of a reservation only, or pricing
     such a change the user asked for instead of declining it."""
-    for index, text, clause in _claims(conversation, ("only", "just", "while keeping"), _PARTIAL_CABIN, _REQUIRES):
+    for index, text, clause in _claims(conversation, _PARTIAL_WORDS, _PARTIAL_CABIN, _REQUIRES):
         yield Finding("policy_compliance", index, f"offers a cabin change for part of a reservation: {clause!r}")
         return
     for asked, request in conversation.texts("user"):
-        if _PARTIAL_CABIN.search(request):
+        if any(word in request.lower() for word in _PARTIAL_WORDS) and _PARTIAL_CABIN.search(request):
             reply = next(iter(conversation.texts("assistant", asked + 1)), None)
             if reply and "$" in reply[1] and not _DECLINES.search(reply[1]):
                 yield Finding("policy_compliance", reply[0], f"prices the cabin change for part of a reservation the user "
