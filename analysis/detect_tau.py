@@ -5,16 +5,19 @@ domains) turns what the conversation established into findings, each naming a ca
 - structured_data_reasoning: a wrong value read from the data (another record's id, a miscounted
   bag allowance, an unavailable item), a claim the records contradict, the wrong customer line, a
   device setting called fine while the status read shows the fault, a data allowance exceeded and
-  never acted on, a charge or refund stated that the write made did not (`policy.quotes`);
+  never acted on, a charge or refund stated that the write made did not (`policy.quotes`), a fare
+  called the cheapest while the search read lists a cheaper one (`policy.airline_fares`);
 - multi_step_task_completion: a requested step never carried out (not one the user put off, not
-  one the agent refused or misread: those are the other capabilities'), a run ended by a step limit;
+  one the agent refused or misread, nor any left after a misreading of the state that made the agent
+  believe the work done: those are the other capabilities'), a run ended by a step limit;
 - precondition_verification: a write without the user's explicit yes to its details where the
   policy requires one, a write to a record never read, a write whose policy conditions failed
   (unless the agent had told the user they failed), a write the system refused for its state;
 - tool_calling_precision: wrong or invented arguments, failed writes never redone, loops;
 - policy_compliance: a write or offer the policy forbids (what the agent says counts: a refund
   promised, a benefit invented, `policy.airline_offers`), a refusal of what it allows, a transfer
-  the user did not ask for or one that leaves allowed work undone.
+  the user did not ask for (outside a workflow domain, whose procedure ends in one) or one that
+  leaves allowed work undone.
 Gold actions are evidence (see `policy.checks`). NA where the task does not need the capability:
 multi-step completion when the task involves fewer than two distinct writes (the gold's and the
 agent's attempts, by tool and record: one request with at most one write; in a workflow domain,
@@ -40,7 +43,10 @@ CAPABILITIES = ("structured_data_reasoning", "multi_step_task_completion", "prec
 
 def findings(conversation: Conversation, domain: Domain) -> list[Finding]:
     """Every finding of every check on one conversation, in check order."""
+    said = list(domain.check_conversation(conversation))
     gaps = checks.gold_gaps(conversation, domain)
+    if any(f.misled for f in said):  # the steps left undone are owed to the misreading, not dropped
+        gaps = [g for g in gaps if g.kind != "not_done"]
     left_early = checks.user_left_early(conversation) is not None
     found = [g.finding for g in gaps if g.blames_agent and not (left_early and g.kind in ("not_done", "refused"))]
     for check in (checks.unconfirmed_writes, checks.unread_records, checks.policy_writes, checks.writes_gold_refuses,
@@ -48,11 +54,10 @@ def findings(conversation: Conversation, domain: Domain) -> list[Finding]:
         found += check(conversation, domain)
     found += checks.failed_writes(conversation, domain, gaps)
     found += checks.loops(conversation)
-    found += checks.transfers(conversation, gaps)
+    found += checks.transfers(conversation, domain, gaps)
     found += checks.termination(conversation)
     found += quotes.misquoted_charges(conversation, domain)
-    found += domain.check_conversation(conversation)
-    return found
+    return found + said
 
 
 def _operations(conversation: Conversation, domain: Domain) -> set[tuple]:

@@ -70,6 +70,9 @@ def test_offers_the_policy_forbids_are_policy_compliance() -> None:
     assert said("Upgrading only the outbound flight to business is not possible.")["policy_compliance"] == P
     assert said("Good news: your travel insurance covers the fare difference.")["policy_compliance"] == L
     assert said("Travel insurance only covers cancellations for health or weather reasons.")["policy_compliance"] == P
+    partial = "Upgrade ABC123 to business for the outgoing flight only, please."
+    assert said("The business upgrade for the outgoing flight is $152.", user=partial)["policy_compliance"] == L
+    assert said("The cabin must be the same on all flights, so that upgrade costs $300 for both.", user=partial)["policy_compliance"] == P
     complaint = "My flight ABC123 was delayed and I am upset."
     assert said("I can offer compensation for the delay.", user=complaint)["policy_compliance"] == L
     assert said("I can offer compensation for the delay.", user=complaint + " I want compensation.")["policy_compliance"] == P
@@ -89,3 +92,49 @@ def test_a_delay_certificate_needs_a_changed_or_cancelled_reservation() -> None:
         return values(run.trajectory([], [], success=True))["policy_compliance"]
 
     assert certificate(cancel_first=False) == L and certificate(cancel_first=True) == P
+
+
+def test_steps_left_after_a_misread_status_are_owed_to_the_misreading() -> None:
+    """A telecom agent that reads the fault and calls it fine leaves the fix undone and transfers
+    believing the guide exhausted: one data-reasoning failure, not also a dropped step and a
+    forbidden transfer. Without the misreading the step left undone and the transfer count."""
+    gold = [{"name": "toggle_roaming", "arguments": {}, "requestor": "user"}]
+
+    def run(said: str) -> dict[str, LabelValue]:
+        steps = (Run("telecom", policy="").user("MMS fails abroad, my number is 555-123-2002.")
+                 .call("check_network_status", "Airplane Mode: OFF\nData Roaming Enabled: No").say(said)
+                 .user("Still failing.").call("transfer_to_human_agents", "Transfer successful", summary="MMS fails."))
+        return values(steps.trajectory(gold, [False], success=False))
+
+    misread = run("Roaming is enabled and airplane mode is off, so your settings are fine.")
+    assert (misread["structured_data_reasoning"], misread["multi_step_task_completion"], misread["policy_compliance"]) == (L, P, P)
+    unread = run("Please restart your phone.")
+    assert unread["structured_data_reasoning"] != L and (unread["multi_step_task_completion"], unread["policy_compliance"]) == (L, L)
+
+
+def test_a_telecom_transfer_after_the_steps_is_the_guides_last_step() -> None:
+    """The troubleshooting guide ends in a transfer once its steps are done: unrequested, it breaks no rule."""
+    steps = (Run("telecom", policy="").user("No signal, my number is 555-123-2002.")
+             .call("check_network_status", "Airplane Mode: OFF\nData Roaming Enabled: Yes").say("Your settings look right.")
+             .call("transfer_to_human_agents", "Transfer successful", summary="No signal after all checks."))
+    assert values(steps.trajectory([], [], success=False))["policy_compliance"] == P
+    airline = (Run().user("Cancel ABC123 please.").say("I will transfer you.")
+               .call("transfer_to_human_agents", "Transfer successful", summary="wants a cancellation"))
+    assert values(airline.trajectory([], [], success=False))["policy_compliance"] == L
+
+
+def test_a_fare_called_the_cheapest_against_the_search_read_is_data_reasoning() -> None:
+    def flight(number: str, price: int, seats: int = 5) -> dict:
+        return {"flight_number": number, "origin": "JFK", "destination": "LAX", "status": "available",
+                "available_seats": {"basic_economy": 5, "economy": seats, "business": 5},
+                "prices": {"basic_economy": 90, "economy": price, "business": 500}}
+
+    def cheapest(rival_seats: int = 5, asked: str = "I need the cheapest economy flight JFK to LAX on 2024-05-20.") -> LabelValue:
+        run = (Run().user(asked).call("search_direct_flight", [flight("HAT001", 200), flight("HAT002", 150, rival_seats)],
+                                      origin="JFK", destination="LAX", date="2024-05-20")
+               .say("The cheapest economy option is HAT001 at $200."))
+        return values(run.trajectory([], [], success=True))["structured_data_reasoning"]
+
+    assert cheapest() == L
+    assert cheapest(rival_seats=0) == P  # no economy seat left on the cheaper one
+    assert cheapest(asked="I need the cheapest economy flight JFK to LAX on 2024-05-20 leaving after 5pm.") == P

@@ -4,7 +4,7 @@ Each rule names the policy sentence it implements (policy.md of the airline doma
 write apply to the agent's writes and to the gold actions alike; the state they consult is the
 reservation and user records the tool results showed, flight statuses, and the user's words (a
 cancellation reason), as `airline_records` reads them. Rules over what the agent said are in
-`airline_offers`.
+`airline_offers` and `airline_fares` (a fare called the cheapest).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import re
 from typing import Any, Iterator
 
 from tracegym.analysis.detectors import canonical
-from tracegym.analysis.policy import airline_offers
+from tracegym.analysis.policy import airline_fares, airline_offers
 from tracegym.analysis.policy.airline_records import cancellation_refused, flown, may_compensate, reservation, reservations, user
 from tracegym.analysis.policy.conversation import Call, Conversation, dicts, listed, mentions
-from tracegym.analysis.policy.domain import ActionRule, Domain, Finding
+from tracegym.analysis.policy.domain import ActionRule, ConversationRule, Domain, Finding
 from tracegym.analysis.policy.payments import payment_words
 
 BAGS = ("bag", "bags", "baggage", "baggages", "luggage", "suitcase", "suitcases")
@@ -231,7 +231,9 @@ DOMAIN = Domain(
                    "the agent can offer a certificate as a gesture after confirming the facts and changing or cancelling the "
                    "reservation", frozenset({"send_certificate"}), _delay_certificate),
     ),
-    conversation_rules=airline_offers.RULES,
+    conversation_rules=(*airline_offers.RULES,
+                        ConversationRule("Seat availability and prices are listed for each cabin class.",
+                                         airline_fares.cheapest_claims)),
     derived=frozenset({"flights", "nonfree_baggages", "amount", "payment_methods"}),
     preconditions_always=True,
 )

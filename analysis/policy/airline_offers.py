@@ -2,7 +2,8 @@
 promises and claims the policy does not support are findings even when no write follows.
 
 - policy compliance: compensation offered to a user the policy gives none, or before the user
-  asked for any; a cabin change offered for some flights or passengers of a reservation only; a
+  asked for any; a cabin change offered for some flights or passengers of a reservation only (or
+  priced when the user asked for one, instead of declined); a
   benefit of travel insurance the policy does not give (it refunds a cancellation for health or
   weather reasons, nothing else); a refund promised for a cancellation the policy forbids;
 - precondition verification: compensation offered before any reservation was read;
@@ -30,10 +31,13 @@ _RAISES_COMPENSATION = re.compile(r"\b(?:offer|look into|arrange|provide|issue|d
                                   r"\bregarding compensation\b", re.IGNORECASE)
 _ASKED_FOR_COMPENSATION = re.compile(r"\bcompensat\w*|\bcertificate|\bvoucher|\bcredit\b|\brefund|\breimburs\w*|"
                                      r"\bmake (?:it|this|that) up|\bgesture\b", re.IGNORECASE)
-_PARTIAL_CABIN = re.compile(r"\bupgrad\w*\b[^.?!\n]{0,80}\b(?:only|just)\b(?: for)?(?: the)? (?:outbound|return|first|second|one)\b"
-                            r"[^.?!\n]{0,20}\b(?:flights?|legs?|segments?|passengers?)\b|\b(?:only|just)\b(?: the)? (?:outbound|return|"
-                            r"first|second|one)\b[^.?!\n]{0,30}\b(?:to|in) business\b|\bwhile keeping\b[^.?!\n]{0,40}\bin (?:basic )?"
-                            r"economy\b", re.IGNORECASE)
+_PART = r"(?:outbound|outgoing|return|first|second|one)"
+_PARTIAL_CABIN = re.compile(rf"\bupgrad\w*\b[^.?!\n]{{0,80}}\b(?:only|just)\b(?: for)?(?: the)? {_PART}\b"
+                            rf"[^.?!\n]{{0,20}}\b(?:flights?|legs?|segments?|passengers?)\b|\b(?:only|just)\b(?: the)? {_PART}\b"
+                            rf"[^.?!\n]{{0,30}}\b(?:to|in) business\b|\bwhile keeping\b[^.?!\n]{{0,40}}\bin (?:basic )?economy\b|"
+                            rf"\bupgrad\w*\b[^.?!\n]{{0,80}}\b{_PART} (?:flights?|legs?|segments?) only\b", re.IGNORECASE)
+_PARTIAL_WORDS = ("only", "just", "while keeping")  # every match of _PARTIAL_CABIN holds one
+_DECLINES = re.compile(r"\b(?:cannot|can'?t|unable|not (?:possible|allowed|permitted)|same cabin|must|requires?|policy)\b", re.IGNORECASE)
 _INSURANCE_BENEFIT = re.compile(r"\binsurance\b[^.?!\n]{0,60}\b(?:covers?|waives?|waived|pays? for|applies to)\b[^.?!\n]{0,50}"
                                 r"\b(?:fees?|difference|increase|changes?|costs?|upgrade|bags?|fare)\b", re.IGNORECASE)
 _REFUND_PROMISE = re.compile(r"\b(?:eligible|entitled|qualif(?:y|ies|ied))\b[^.?!\n]{0,30}\brefund|\byou(?:'ll| will) (?:get|receive) "
@@ -79,10 +83,18 @@ def _unasked_compensation(conversation: Conversation) -> Iterator[Finding]:
 
 
 def _partial_cabin_offers(conversation: Conversation) -> Iterator[Finding]:
-    """Offering to change the cabin of some flights or passengers of a reservation only."""
-    for index, text, clause in _claims(conversation, ("only", "just", "while keeping"), _PARTIAL_CABIN, _REQUIRES):
+    """Offering to change the cabin of some flights or passengers of a reservation only, or pricing
+    such a change the user asked for instead of declining it."""
+    for index, text, clause in _claims(conversation, _PARTIAL_WORDS, _PARTIAL_CABIN, _REQUIRES):
         yield Finding("policy_compliance", index, f"offers a cabin change for part of a reservation: {clause!r}")
         return
+    for asked, request in conversation.texts("user"):
+        if any(word in request.lower() for word in _PARTIAL_WORDS) and _PARTIAL_CABIN.search(request):
+            reply = next(iter(conversation.texts("assistant", asked + 1)), None)
+            if reply and "$" in reply[1] and not _DECLINES.search(reply[1]):
+                yield Finding("policy_compliance", reply[0], f"prices the cabin change for part of a reservation the user "
+                                                             f"asked for instead of declining it: {reply[1]}")
+                return
 
 
 def _insurance_benefits(conversation: Conversation) -> Iterator[Finding]:

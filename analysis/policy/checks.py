@@ -367,11 +367,13 @@ def writes_gold_refuses(conversation: Conversation, domain: Domain) -> Iterator[
             return
 
 
-def transfers(conversation: Conversation, gaps: list[Gap]) -> Iterator[Finding]:
+def transfers(conversation: Conversation, domain: Domain, gaps: list[Gap]) -> Iterator[Finding]:
     """A transfer nobody asked for (the user did not, the gold does not make one), or one made while
-    allowed work the task needed was left undone."""
+    allowed work the task needed was left undone. In a workflow domain the procedure itself ends in a
+    transfer once its steps are exhausted ("try all the relevant resolution steps before
+    transferring"), so there only the work left undone counts."""
     left = [g for g in gaps if g.kind in ("not_done", "refused", "argument", "data")]
-    expected = any(a["name"] == TRANSFER for a in conversation.gold)
+    expected = domain.workflow or any(a["name"] == TRANSFER for a in conversation.gold)
     for call in conversation.agent_calls:
         if call.name != TRANSFER:
             continue

@@ -27,12 +27,15 @@ _WRITE_PREFIXES = ("book", "cancel", "update", "modify", "return", "exchange", "
 class Finding:
     """One reason a capability is LACKING: the message that shows it (None: the run as a whole) and why;
     `shows_need`: the finding shows the capability was needed even where the task's shape says it
-    was not (a request never carried out, though it was the only one)."""
+    was not (a request never carried out, though it was the only one); `misled`: a misreading of the
+    state shown that made the agent believe no work was left, so the steps it then left undone and
+    the transfer that followed are owed to the misreading (counted once, under its capability)."""
 
     capability: str
     index: int | None
     text: str
     shows_need: bool = False
+    misled: bool = False
 
 
 @dataclass(frozen=True)

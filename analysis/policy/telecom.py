@@ -4,8 +4,9 @@ The line an agent works on must be the one with the phone number the user gave; 
 overdue before a payment request and paid before a suspension is lifted; refuels are at most 2 GB
 and their price is confirmed first. What the status outputs show (`telecom_state`) must be read
 right: a setting the agent calls fine while the last status read shows the guide's fault, or a
-line over its data limit never refuelled, is a data-reasoning finding. Each rule names the policy
-sentence it implements.
+line over its data limit never refuelled, is a data-reasoning finding; the steps the agent then left
+undone and the transfer it made believing the guide exhausted are owed to that misreading
+(`Finding.misled`), not counted again. Each rule names the policy sentence it implements.
 """
 
 from __future__ import annotations
@@ -128,7 +129,7 @@ def _denied_faults(conversation: Conversation) -> Iterator[Finding]:
             claim = next((s for s in claims if DENIALS[fault].search(s)), None)
             if claim:
                 yield Finding("structured_data_reasoning", index, f"says {claim!r}, but the last status read shows "
-                                                                  f"{fault} ({shown})")
+                                                                  f"{fault} ({shown})", misled=True)
                 return
 
 
@@ -146,7 +147,7 @@ def _exceeded_unaddressed(conversation: Conversation) -> Iterator[Finding]:
                 i for i, _ in conversation.texts("assistant")[-1:]] or [conversation.last]
             usage = shown.get(line) or f"usage {conversation.record('line_id', line, with_key='data_used_gb').get('data_used_gb')} GB"
             yield Finding("structured_data_reasoning", ends[0], f"line {line} {usage} was read, yet the exceeded data "
-                                                                f"allowance was never addressed (no refuel)")
+                                                                f"allowance was never addressed (no refuel)", misled=True)
             return
 
 

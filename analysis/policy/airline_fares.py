@@ -1,0 +1,78 @@
+"""Airline fares the agent calls the cheapest, checked against the flight searches it read.
+
+An option is one flight of a direct search or one connection of a one-stop search; its fare in a
+cabin is the sum of its flights' prices there, and it counts only where every flight has a seat in
+that cabin. An agent message that calls an option the cheapest (or lowest-priced), names exactly
+one option by its flight numbers and names the cabin, while a search of the same route and date
+read before it lists a cheaper option with seats, misread the data (structured data reasoning).
+A user who set a time or stop condition may have ruled the cheaper option out, so such runs are
+left alone.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterator
+
+from tracegym.analysis.policy.conversation import Conversation, assertions, dicts, listed, mentions
+from tracegym.analysis.policy.domain import Finding
+
+SEARCHES = frozenset({"search_direct_flight", "search_onestop_flight"})
+_WORDS = ("cheapest", "lowest", "least expensive")  # every match of _CHEAPEST holds one; messages without are skipped
+_CHEAPEST = re.compile(r"\b(?:cheapest|lowest[- ]pric\w*|least expensive|lowest fare)\b", re.IGNORECASE)
+_CABINS = (("basic_economy", re.compile(r"\bbasic economy\b", re.IGNORECASE)),
+           ("economy", re.compile(r"(?<!basic )\beconomy\b", re.IGNORECASE)),
+           ("business", re.compile(r"\bbusiness\b", re.IGNORECASE)))
+_CONDITIONS = re.compile(r"\b\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)|\b(?:morning|afternoon|evening|night|noon|nonstop|"
+                         r"non-stop|direct|layover|connection|o'clock)\b", re.IGNORECASE)
+
+Option = tuple[tuple[str, ...], tuple[Any, ...], list[dict]]  # flight numbers, the search's route and date, flights
+
+
+def _options(conversation: Conversation, before: int) -> list[Option]:
+    """Every option the flight searches read before `before` listed."""
+    found = []
+    for call in conversation.agent_calls:
+        if call.name not in SEARCHES or call.error or call.result_index is None or call.result_index >= before:
+            continue
+        search = tuple(call.arguments.get(k) for k in ("origin", "destination", "date"))
+        for entry in listed(call.output):
+            flights = dicts(entry) if isinstance(entry, list) else [entry] if isinstance(entry, dict) else []
+            if flights:
+                found.append((tuple(str(f.get("flight_number")) for f in flights), search, flights))
+    return found
+
+
+def _fare(flights: list[dict], cabin: str) -> float | None:
+    """The option's fare in `cabin`, or None where a flight has no seat or no price there."""
+    total = 0.0
+    for flight in flights:
+        prices, seats = flight.get("prices"), flight.get("available_seats")
+        price = prices.get(cabin) if isinstance(prices, dict) else None
+        if not isinstance(price, (int, float)) or (isinstance(seats, dict) and not (seats.get(cabin) or 0) > 0):
+            return None
+        total += price
+    return total
+
+
+def cheapest_claims(conversation: Conversation) -> Iterator[Finding]:
+    """An option called the cheapest while a search of its route and date shows a cheaper one."""
+    for index, text in conversation.texts("assistant"):
+        lowered = text.lower()
+        if not any(word in lowered for word in _WORDS) or not any(_CHEAPEST.search(c) for c in assertions(text)):
+            continue
+        if _CONDITIONS.search(conversation.user_text()):
+            return
+        cabin = next((name for name, pattern in _CABINS if pattern.search(text)), None)
+        options = _options(conversation, index)
+        named = {o[0]: o for o in options if all(mentions(text, number) for number in o[0])}
+        if cabin is None or len(named) != 1:
+            continue
+        numbers, search, flights = next(iter(named.values()))
+        fare = _fare(flights, cabin)
+        rivals = [(f, o[0]) for o in options if o[1] == search and (f := _fare(o[2], cabin)) is not None]
+        if fare is not None and rivals and min(rivals)[0] < fare:
+            cheaper, which = min(rivals)
+            yield Finding("structured_data_reasoning", index, f"calls {'+'.join(numbers)} (${fare:g} in {cabin}) the cheapest, "
+                                                              f"but the search read lists {'+'.join(which)} at ${cheaper:g}")
+            return
