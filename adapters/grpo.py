@@ -12,11 +12,17 @@ would replace most of what the class does; the loop below is the part we actuall
 LoRA weights, gradient clipping, exact-resume checkpoints, and `accelerate` for several GPUs.
 
 One step: take `groups_per_step` training seeds; roll out `group_size` episodes per seed (the first
-round(hint_fraction · group_size) hinted); drop groups whose rewards are all equal; compute per-token
-advantages; recompute the "old" log-probs of the sampled tokens under the rollout policy with the
-hint-free prompt (the hint changed the context, so the sampling log-probs are not the right
-denominator); then `mini_batches` AdamW steps on the clipped surrogate, token-mean over the
-mini-batch's sampled tokens. With `mini_batches` = 1 the ratio is exactly 1 and clipping is inert.
+round(hint_fraction · group_size) hinted; turn t of rollout r of seed s samples with
+sampling_seed(seed, step, s, r, t), independent of what else is in the batch); drop groups whose
+rewards are all equal; compute per-token advantages; then `mini_batches` AdamW steps on the clipped
+surrogate, token-mean over the mini-batch's sampled tokens. Each group is trained on its hint-free
+prompt encoded once, its continuations attending to it (tracegym.adapters.policy_loss).
+
+The ratio's denominator. With `mini_batches` = 1 every batch is used once, before any update: the
+"old" policy is the current one, so old = new.detach() (ratio exactly 1, clipping inert, gradient
+of the plain policy gradient) and no extra forward pass is spent on it. With `mini_batches` > 1
+the old log-probs are recomputed before the first update, with the hint-free prompt (the hint
+changed the sampling context, so the sampling log-probs are not the right denominator).
 """
 
 from __future__ import annotations
@@ -38,9 +44,9 @@ from transformers import PreTrainedTokenizerBase
 
 from tracegym.adapters.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
 from tracegym.adapters.credit import CreditConfig, episode_advantages
-from tracegym.adapters.policy_loss import TokenBatch, clipped_surrogate, episode_batch, token_logprobs
+from tracegym.adapters.policy_loss import GroupBatch, clipped_surrogate, group_batches, token_logprobs
 from tracegym.adapters.reference_scoring import reference_scores
-from tracegym.generation import HFBackend, SamplingConfig
+from tracegym.generation import HFBackend, SamplingConfig, sampling_seed
 from tracegym.rollout import Episode, run_episodes
 from tracegym.synth_envs.base import Environment
 
@@ -57,8 +63,10 @@ class GRPOConfig:
     steps: training steps (default 20); a step is one batch of rollouts and its updates.
     groups_per_step: seeds (GRPO groups) per step (default 4; the paper uses 64).
     group_size: rollouts per seed (default 8).
-    mini_batches: optimizer steps per batch of rollouts (default 1; > 1 makes clipping act).
-    micro_batch_size: episodes per forward/backward pass, for memory only (default 8).
+    mini_batches: optimizer steps per batch of rollouts (default 1; > 1 makes clipping act and
+        costs a forward pass for the old log-probs).
+    micro_batch_size: episodes of one group per forward/backward pass, for memory only (default 8;
+        a group split in several passes re-encodes its prompt in each).
     temperature: sampling temperature (default 1.0). max_new_tokens: per assistant turn (default None:
         fitted to the environment's oracle turns, `tracegym.rollout.turn_token_budget`).
     epsilon_low / epsilon_high: ratio clip range [1 − 0.2, 1 + 0.28] (DAPO-style asymmetric). No KL term.
@@ -155,12 +163,12 @@ class GRPOTrainer:
         return seeds[acc.process_index :: acc.num_processes]
 
     def rollouts(self, seeds: list[int]) -> list[Episode]:
-        """Sample `group_size` episodes per seed with this step's reproducible sampling seed."""
+        """Sample `group_size` episodes per seed; this step's sampling seed is
+        sampling_seed(config.seed, step), so an episode's draws depend on (seed, step, its seed,
+        rollout, turn) only, not on the other groups or the number of processes."""
         config = self.config
         params = SamplingConfig(
-            max_new_tokens=config.max_new_tokens,
-            temperature=config.temperature,
-            seed=config.seed * 1_000_003 + self.step * 7_919 + self.accelerator.process_index,
+            max_new_tokens=config.max_new_tokens, temperature=config.temperature, seed=sampling_seed(config.seed, self.step)
         )
         self.policy.eval()
         backend = HFBackend(self.policy, self.tokenizer, batch_size=max(len(seeds) * config.group_size, 1))
@@ -175,37 +183,44 @@ class GRPOTrainer:
             ell = reference_scores(self.policy, self.tokenizer, episodes, gold)
         return episode_advantages(episodes, ell, self.config.credit_config)
 
-    def _chunks(self, batch: TokenBatch) -> list[TokenBatch]:
-        size = self.config.micro_batch_size
-        return [batch.rows(slice(i, i + size)) for i in range(0, len(batch), size)]
+    def _micro_batches(self, episodes: list[Episode], advantages: torch.Tensor) -> list[list[GroupBatch]]:
+        """The episodes of each of the `mini_batches` optimizer steps (episode i in mini-batch
+        i mod mini_batches), grouped by training prompt and cut into micro-batches."""
+        count = self.config.mini_batches
+        return [
+            [piece for group in group_batches(episodes[part::count], advantages[part::count], self.pad_id)
+             for piece in group.split(self.config.micro_batch_size)]
+            for part in range(count)
+        ]
 
     @torch.no_grad()
-    def _old_logprobs(self, batch: TokenBatch) -> torch.Tensor:
+    def _old_logprobs(self, micro_batches: list[GroupBatch]) -> list[torch.Tensor]:
+        """Log-probs of each micro-batch's sampled tokens under the policy before this step's updates."""
         device, temperature = self.accelerator.device, self.config.temperature
-        return torch.cat([token_logprobs(self.model, c.to(device), temperature).cpu() for c in self._chunks(batch)])
+        return [token_logprobs(self.model, micro.to(device), temperature).cpu() for micro in micro_batches]
 
-    def update(self, batch: TokenBatch | None) -> dict[str, float]:
-        """`mini_batches` AdamW steps on the clipped surrogate; a process without data still joins
-        the gradient all-reduce with a zero loss."""
+    def update(self, episodes: list[Episode] | None, advantages: torch.Tensor | None = None) -> dict[str, float]:
+        """`mini_batches` AdamW steps on the clipped surrogate over `episodes` with their (B, T)
+        per-token `advantages`; a process without episodes still joins the gradient all-reduce with a
+        zero loss."""
         config, acc = self.config, self.accelerator
+        parts = self._micro_batches(episodes, advantages) if episodes else [[] for _ in range(config.mini_batches)]
         self.model.train()
-        old = self._old_logprobs(batch) if batch is not None else None
+        olds = [self._old_logprobs(part) for part in parts] if config.mini_batches > 1 else None
         losses, clipped, tokens_seen = [], 0.0, 0.0
-        for part in range(config.mini_batches):
+        for index, part in enumerate(parts):
             self.optimizer.zero_grad(set_to_none=True)
-            rows = list(range(part, len(batch), config.mini_batches)) if batch is not None else []
-            if not rows:
+            if not part:
                 acc.backward(sum((p * 0.0).sum() for p in self.policy.parameters() if p.requires_grad))
             else:
-                mini, mini_old = batch.rows(rows), old[rows]
-                tokens = mini.loss_mask.sum().clamp(min=1.0).item()
+                tokens = sum(micro.loss_mask.sum() for micro in part).clamp(min=1.0).item()
                 total = 0.0
-                for start in range(0, len(rows), config.micro_batch_size):
-                    piece = slice(start, start + config.micro_batch_size)
-                    micro = mini.rows(piece).to(acc.device)
+                for number, micro in enumerate(part):
+                    micro = micro.to(acc.device)
+                    logprobs = token_logprobs(self.model, micro, config.temperature)
+                    old = olds[index][number].to(acc.device) if olds else logprobs.detach()
                     loss_sum, n_clipped = clipped_surrogate(
-                        token_logprobs(self.model, micro, config.temperature), mini_old[piece].to(acc.device), micro.advantages,
-                        micro.loss_mask, config.epsilon_low, config.epsilon_high,
+                        logprobs, old, micro.advantages, micro.loss_mask, config.epsilon_low, config.epsilon_high
                     )
                     acc.backward(loss_sum / tokens)
                     total += loss_sum.item() / tokens
@@ -243,8 +258,7 @@ class GRPOTrainer:
             "train_tokens": 0.0,
         }
         if kept_groups:
-            batch = episode_batch(kept, self.advantages(kept), self.pad_id) if kept else None
-            record.update(self.update(batch))
+            record.update(self.update(kept, self.advantages(kept) if kept else None))
         self.step += 1
         record["step_seconds"] = time.perf_counter() - started
         return record

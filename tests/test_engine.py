@@ -33,9 +33,8 @@ def replaying(hops: int) -> ReplayChainEnv:
 
 
 class ReencodingBackend(GenerationBackend):
-    """Today's engine for greedy decoding: transformers `generate` over each prompt's whole context,
-    one prompt at a time (no cache kept between calls); a completion is cut after the first token
-    that completes a stop string (greedy: the same as stopping there)."""
+    """Today's engine for greedy decoding: transformers `generate` over every prompt's whole context
+    (left-padded batch, stop strings), no cache kept between calls."""
 
     def __init__(self, model, tokenizer) -> None:
         self.model, self.tokenizer = model, tokenizer
@@ -43,19 +42,21 @@ class ReencodingBackend(GenerationBackend):
     @torch.no_grad()
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingConfig, seeds: Sequence[int] | None = None) -> list[Completion]:
         assert params.temperature == 0
-        eos, out = self.tokenizer.eos_token_id, []
-        for prompt in prompts:
-            result = self.model.generate(
-                input_ids=torch.tensor([list(prompt)]), max_new_tokens=params.max_new_tokens, do_sample=False,
-                pad_token_id=eos, eos_token_id=eos, return_dict_in_generate=True, output_scores=True,
-            )
-            ids = result.sequences[0, len(prompt) :].tolist()
-            ids = ids[: ids.index(eos) + 1] if eos in ids else ids
-            ids = next((ids[: n + 1] for n in range(len(ids)) if ends_with_stop(self.tokenizer, ids[: n + 1], params.stop)), ids)
-            scores = torch.stack(result.scores, 1)[0, : len(ids)].float().log_softmax(-1)
-            logprobs = scores.gather(-1, torch.tensor(ids)[:, None])[:, 0].tolist()
-            stopped = len(ids) < params.max_new_tokens or ids[-1] == eos or ends_with_stop(self.tokenizer, ids, params.stop)
-            out.append(Completion(self.tokenizer.decode(ids, skip_special_tokens=True), ids, logprobs, "stop" if stopped else "length"))
+        eos, width = self.tokenizer.eos_token_id, max(map(len, prompts))
+        result = self.model.generate(
+            input_ids=torch.tensor([[eos] * (width - len(p)) + list(p) for p in prompts]),
+            attention_mask=torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts]),
+            max_new_tokens=params.max_new_tokens, do_sample=False, pad_token_id=eos, eos_token_id=eos,
+            stop_strings=list(params.stop), tokenizer=self.tokenizer, return_dict_in_generate=True, output_scores=True,
+        )
+        logprobs = torch.stack(result.scores, 1).float().log_softmax(-1)
+        out = []
+        for row, ids in enumerate(result.sequences[:, width:].tolist()):
+            # generate pads a row that stopped before the others with eos: cut at the stop
+            ends = [n + 1 for n in range(len(ids)) if ids[n] == eos or ends_with_stop(self.tokenizer, ids[: n + 1], params.stop)]
+            stopped, ids = bool(ends), ids[: ends[0]] if ends else ids
+            chosen = logprobs[row, : len(ids)].gather(-1, torch.tensor(ids)[:, None])[:, 0].tolist()
+            out.append(Completion(self.tokenizer.decode(ids, skip_special_tokens=True), ids, chosen, "stop" if stopped else "length"))
         return out
 
 
