@@ -94,6 +94,11 @@ class _BufferLayer(DynamicLayer):
     def get_seq_length(self) -> int:
         return self.length
 
+    def keep(self, index: torch.Tensor) -> None:
+        """Keep the rows `index` (in that order) and drop the others."""
+        self.key_buffer, self.value_buffer = self.key_buffer[index], self.value_buffer[index]
+        self.keys, self.values = self.key_buffer[:, :, : self.length], self.value_buffer[:, :, : self.length]
+
 
 class _Rows:
     """Rows decoded together (layout in the module docstring): each starts from `sources[i]` =
@@ -130,6 +135,13 @@ class _Rows:
             position_ids=positions.to(self.device), cache=self.cache, use_cache=True, logits_to_keep=1,
         ).logits
         return logits[:, -1].float()
+
+    def keep(self, rows: Sequence[int]) -> None:
+        """Keep the rows `rows` (in that order) and drop the others, after their last feed."""
+        index = torch.tensor(rows, dtype=torch.long, device=self.device)
+        for layer in self.cache.layers:
+            layer.keep(index)
+        self.valid, self.positions = self.valid[index], [self.positions[row] for row in rows]
 
     def entry(self, row: int, ids: Sequence[int]) -> _Entry:
         """Row `row`'s cache, compacted, as the remembered cache of `ids` (the tokens it was fed)."""
@@ -230,15 +242,19 @@ class KVSession(GenerationSession):
         self, rows: _Rows, logits: torch.Tensor, prompts: list[list[int]], params: SamplingConfig, seeds: list[int]
     ) -> tuple[list[Completion], list[_Entry]]:
         """Sample up to max_new_tokens per row from `logits` onwards; returns the completions and the
-        rows' caches to remember."""
+        rows' caches to remember. Finished rows leave the batch once they are half of it (their
+        caches are final: a row's last token is never fed), so a few long turns do not keep paying
+        for the attention of every row."""
         sample = RowSampler(params, seeds, rows.device)
         eos = self.tokenizer.eos_token_id
         sampled: list[list[int]] = [[] for _ in prompts]
         logprobs: list[list[float]] = [[] for _ in prompts]
         finish: list[str | None] = [None] * len(prompts)
+        entries: list[_Entry | None] = [None] * len(prompts)
+        active = list(range(len(prompts)))  # the prompt of each batch row
         for _ in range(params.max_new_tokens):  # type: ignore[arg-type]
-            tokens, token_logprobs = sample(logits)
-            for row, (token, logprob) in enumerate(zip(tokens.tolist(), token_logprobs.tolist())):
+            tokens, token_logprobs = sample(logits, active)
+            for row, token, logprob in zip(active, tokens.tolist(), token_logprobs.tolist()):
                 if finish[row] is not None:
                     continue
                 sampled[row].append(token)
@@ -247,12 +263,20 @@ class KVSession(GenerationSession):
                     finish[row] = "stop"
                 elif len(sampled[row]) == params.max_new_tokens:
                     finish[row] = "length"
-            if all(finish):
+            live = [slot for slot, row in enumerate(active) if finish[row] is None]
+            if not live:
                 break
-            logits = rows.feed([[] if finish[row] else sampled[row][-1:] for row in range(len(prompts))])
+            if 2 * len(live) <= len(active):
+                for slot, row in enumerate(active):
+                    if finish[row] is not None:
+                        entries[row] = rows.entry(slot, prompts[row] + sampled[row][:-1])
+                rows.keep(live)
+                active = [active[slot] for slot in live]
+            logits = rows.feed([[] if finish[row] else sampled[row][-1:] for row in active])
+        for slot, row in enumerate(active):
+            entries[row] = rows.entry(slot, prompts[row] + sampled[row][:-1])
         completions = [
             Completion(self.tokenizer.decode(ids, skip_special_tokens=True), ids, lps, reason)  # type: ignore[arg-type]
             for ids, lps, reason in zip(sampled, logprobs, finish)
         ]
-        entries = [rows.entry(row, prompt + ids[:-1]) for row, (prompt, ids) in enumerate(zip(prompts, sampled))]
-        return completions, entries
+        return completions, entries  # type: ignore[return-value]

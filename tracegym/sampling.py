@@ -38,8 +38,9 @@ class RowSampler:
             torch.Generator(device=device).manual_seed(seed) for seed in seeds
         ]
 
-    def __call__(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(tokens, log-probs), each of shape (rows,)."""
+    def __call__(self, logits: torch.Tensor, rows: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(tokens, log-probs) of shape (len(rows),) from `logits` (len(rows), vocab), whose row i
+        belongs to row rows[i] of the seeds."""
         logits = logits.float()
         if self.temperature == 0:
             tokens = logits.argmax(-1)
@@ -47,7 +48,7 @@ class RowSampler:
         else:
             logprobs = top_p_filter(logits / self.temperature, self.top_p).log_softmax(-1)
             probs = logprobs.exp()
-            tokens = torch.cat([torch.multinomial(probs[row], 1, generator=g) for row, g in enumerate(self.generators)])
+            tokens = torch.cat([torch.multinomial(probs[i], 1, generator=self.generators[row]) for i, row in enumerate(rows)])
         return tokens, logprobs.gather(-1, tokens[:, None])[:, 0]
 
 
