@@ -7,9 +7,16 @@ PY := $(VENV)/bin/python
 TORCH_CPU := torch==2.13.0
 RUN_DIR ?= runs/demo
 
-.PHONY: setup setup-gpu demo test test-slow bench clean
+.PHONY: setup setup-gpu sandbox-tools demo test test-slow bench clean
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed sandbox-tools
+
+# The code-repair environment runs untrusted code only inside bubblewrap; without it that
+# environment refuses to run code (and its tests skip, saying so). Installed when apt can.
+sandbox-tools:
+	@command -v bwrap >/dev/null || ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ] || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; } || \
+		echo "warning: could not install bubblewrap; code_repair will refuse to run code"
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +27,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # On a GPU machine: CUDA torch and vLLM come with the gpu extra.
-setup-gpu:
+setup-gpu: sandbox-tools
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[gpu,test]'
@@ -28,7 +35,7 @@ setup-gpu:
 	touch $(VENV)/.installed
 
 demo: setup
-	$(VENV)/bin/tracegym run --out $(RUN_DIR)
+	$(VENV)/bin/tracegym run --config configs/demo.toml --out $(RUN_DIR)
 
 test: setup
 	$(PY) -m pytest -q

@@ -22,40 +22,12 @@ off: every policy token gets A_out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Hashable, Literal, Sequence
+from typing import Hashable, Sequence
 
 import torch
 
+from tracegym.adapters.config import CreditConfig
 from tracegym.rollout import Episode
-
-
-@dataclass
-class CreditConfig:
-    """Turn-credit settings; defaults are the paper's.
-
-    credit: "trace" (turn credit + outcome) or "grpo" (outcome advantage on every policy token).
-    eps: ε added to the gap -ℓ_k so values stay finite (default 0.1; nats).
-    K: backup horizon in actions (default 3).
-    gamma: discount γ inside the backup and the terminal fill (default 0.8).
-    lambda_term: λ_term, weight of the outcome advantage filled into the last K actions (default 2.0).
-    alpha_out: α_out, weight of the outcome advantage on every policy token (default 1.0).
-    alpha_turn: α_turn, weight of the turn reward r_k on the tokens of action k (default 0.2).
-    """
-
-    credit: Literal["trace", "grpo"] = "trace"
-    eps: float = 0.1
-    K: int = 3
-    gamma: float = 0.8
-    lambda_term: float = 2.0
-    alpha_out: float = 1.0
-    alpha_turn: float = 0.2
-
-    def __post_init__(self) -> None:
-        if self.credit not in ("trace", "grpo"):
-            raise ValueError(f"credit must be 'trace' or 'grpo', got {self.credit!r}")
-        if self.eps <= 0 or self.K < 1 or not 0 < self.gamma <= 1:
-            raise ValueError(f"need eps > 0, K >= 1, 0 < gamma <= 1; got {self.eps}, {self.K}, {self.gamma}")
 
 
 def outcome_advantages(rewards: Sequence[float], groups: Sequence[Hashable]) -> torch.Tensor:

@@ -31,9 +31,8 @@ import json
 import logging
 import random
 import time
-from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -43,9 +42,11 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
 from tracegym.adapters.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
-from tracegym.adapters.credit import CreditConfig, episode_advantages
+from tracegym.adapters.config import GRPOConfig
+from tracegym.adapters.credit import episode_advantages
 from tracegym.adapters.policy_loss import GroupBatch, clipped_surrogate, group_batches, token_logprobs
 from tracegym.adapters.reference_scoring import reference_scores
+from tracegym.config import RolloutConfig
 from tracegym.generation import HFBackend, SamplingConfig, sampling_seed
 from tracegym.rollout import Episode, run_episodes
 from tracegym.synth_envs.base import Environment
@@ -53,62 +54,6 @@ from tracegym.synth_envs.base import Environment
 logger = logging.getLogger(__name__)
 LOG_FILE = "train_log.jsonl"
 CHECKPOINT_DIR = "checkpoint"
-
-
-@dataclass
-class GRPOConfig:
-    """GRPO settings (defaults follow papers/TRACE.md §1 stage 3 and §2, scaled to one CPU).
-
-    learning_rate: AdamW learning rate of the LoRA weights (default 1e-5); weight_decay 0.0.
-    steps: training steps (default 20); a step is one batch of rollouts and its updates.
-    groups_per_step: seeds (GRPO groups) per step (default 4; the paper uses 64).
-    group_size: rollouts per seed (default 8).
-    mini_batches: optimizer steps per batch of rollouts (default 1; > 1 makes clipping act and
-        costs a forward pass for the old log-probs).
-    micro_batch_size: episodes of one group per forward/backward pass, for memory only (default 8;
-        a group split in several passes re-encodes its prompt in each).
-    temperature: sampling temperature (default 1.0). max_new_tokens: per assistant turn (default None:
-        fitted to the environment's oracle turns, `tracegym.rollout.turn_token_budget`).
-    epsilon_low / epsilon_high: ratio clip range [1 − 0.2, 1 + 0.28] (DAPO-style asymmetric). No KL term.
-    hint_fraction: share of each group's rollouts with the environment's hint in the system
-        prompt (default 0.25; the paper uses 0.25-0.5); the hint is removed before the update.
-    max_grad_norm: gradient clipping norm (default 1.0).
-    credit: "trace" (turn credit, papers/TRACE.md §2) or "grpo" (outcome z-score on every token).
-    credit_config: CreditConfig of the turn credit (ε, K, γ, λ_term, α_out, α_turn); its own
-        `credit` field is set from `credit` above.
-    lora_rank: rank of a fresh LoRA (default 16; ignored when starting from an adapter).
-    seed: seeds the LoRA init, the order of training seeds and the sampling (default 0).
-    save_every: checkpoint every this many steps (default 5; the last step is always saved).
-    """
-
-    learning_rate: float = 1e-5
-    weight_decay: float = 0.0
-    steps: int = 20
-    groups_per_step: int = 4
-    group_size: int = 8
-    mini_batches: int = 1
-    micro_batch_size: int = 8
-    temperature: float = 1.0
-    max_new_tokens: int | None = None
-    epsilon_low: float = 0.2
-    epsilon_high: float = 0.28
-    hint_fraction: float = 0.25
-    max_grad_norm: float = 1.0
-    credit: Literal["trace", "grpo"] = "trace"
-    credit_config: CreditConfig = field(default_factory=CreditConfig)
-    lora_rank: int = 16
-    seed: int = 0
-    save_every: int = 5
-
-    def __post_init__(self) -> None:
-        if isinstance(self.credit_config, dict):
-            self.credit_config = CreditConfig(**self.credit_config)
-        self.credit_config = replace(self.credit_config, credit=self.credit)
-        if not 0.0 <= self.hint_fraction <= 1.0:
-            raise ValueError(f"hint_fraction must be in [0, 1], got {self.hint_fraction}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def varied_groups(episodes: list[Episode], group_size: int) -> list[list[Episode]]:
@@ -119,7 +64,8 @@ def varied_groups(episodes: list[Episode], group_size: int) -> list[list[Episode
 
 class GRPOTrainer:
     """Trains the LoRA of `model` (a PeftModel) on episodes of `env_factory` seeds in
-    [train_seeds[0], train_seeds[1]). Writes `train_log.jsonl` and `checkpoint/` under `out_dir`."""
+    [train_seeds[0], train_seeds[1]), sampled per `rollout`. Writes `train_log.jsonl` and
+    `checkpoint/` under `out_dir`."""
 
     def __init__(
         self,
@@ -127,11 +73,12 @@ class GRPOTrainer:
         tokenizer: PreTrainedTokenizerBase,
         env_factory: Callable[[], Environment],
         config: GRPOConfig,
+        rollout: RolloutConfig,
         out_dir: str | Path,
         train_seeds: tuple[int, int] = (0, 10_000),
         accelerator: Accelerator | None = None,
     ) -> None:
-        self.config, self.tokenizer, self.env_factory = config, tokenizer, env_factory
+        self.config, self.rollout_config, self.tokenizer, self.env_factory = config, rollout, tokenizer, env_factory
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.accelerator = accelerator or Accelerator()
@@ -168,7 +115,9 @@ class GRPOTrainer:
         rollout, turn) only, not on the other groups or the number of processes."""
         config = self.config
         params = SamplingConfig(
-            max_new_tokens=config.max_new_tokens, temperature=config.temperature, seed=sampling_seed(config.seed, self.step)
+            max_new_tokens=self.rollout_config.max_new_tokens,
+            temperature=self.rollout_config.temperature,
+            seed=sampling_seed(config.seed, self.step),
         )
         self.policy.eval()
         backend = HFBackend(self.policy, self.tokenizer, batch_size=max(len(seeds) * config.group_size, 1))
@@ -177,11 +126,11 @@ class GRPOTrainer:
     def advantages(self, episodes: list[Episode]) -> torch.Tensor:
         """(B, T) per-completion-token advantages of kept, seed-major episodes (tracegym.adapters.credit)."""
         ell = None
-        if self.config.credit == "trace":
+        if self.config.credit.credit == "trace":
             env = self.env_factory()
             gold = {seed: env.gold_answer(seed) for seed in sorted({e.seed for e in episodes})}
             ell = reference_scores(self.policy, self.tokenizer, episodes, gold)
-        return episode_advantages(episodes, ell, self.config.credit_config)
+        return episode_advantages(episodes, ell, self.config.credit)
 
     def _micro_batches(self, episodes: list[Episode], advantages: torch.Tensor) -> list[list[GroupBatch]]:
         """The episodes of each of the `mini_batches` optimizer steps (episode i in mini-batch
@@ -196,7 +145,7 @@ class GRPOTrainer:
     @torch.no_grad()
     def _old_logprobs(self, micro_batches: list[GroupBatch]) -> list[torch.Tensor]:
         """Log-probs of each micro-batch's sampled tokens under the policy before this step's updates."""
-        device, temperature = self.accelerator.device, self.config.temperature
+        device, temperature = self.accelerator.device, self.rollout_config.temperature
         return [token_logprobs(self.model, micro.to(device), temperature).cpu() for micro in micro_batches]
 
     def update(self, episodes: list[Episode] | None, advantages: torch.Tensor | None = None) -> dict[str, float]:
@@ -217,7 +166,7 @@ class GRPOTrainer:
                 total = 0.0
                 for number, micro in enumerate(part):
                     micro = micro.to(acc.device)
-                    logprobs = token_logprobs(self.model, micro, config.temperature)
+                    logprobs = token_logprobs(self.model, micro, self.rollout_config.temperature)
                     old = olds[index][number].to(acc.device) if olds else logprobs.detach()
                     loss_sum, n_clipped = clipped_surrogate(
                         logprobs, old, micro.advantages, micro.loss_mask, config.epsilon_low, config.epsilon_high

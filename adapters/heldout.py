@@ -1,45 +1,82 @@
-"""Held-out reward of a policy: mean episode reward on evaluation seeds, without hints, with a
-95% interval (normal approximation over seeds, after averaging each seed's rollouts)."""
+"""Held-out scoring of a policy on an environment's evaluation seeds, unhinted, per seed: one greedy
+episode and `sampled` episodes at the rollout temperature. Policies scored on the same seeds with
+the same sampling seed compare pairwise (`compare`): the sampling seed of every (seed, rollout,
+turn) is fixed by the engine, not by what else is in the batch.
+"""
 
 from __future__ import annotations
 
-import math
-from typing import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from tracegym.config import RolloutConfig
+from tracegym.environment import Environment
 from tracegym.generation import HFBackend, SamplingConfig
 from tracegym.rollout import run_episodes
-from tracegym.synth_envs.base import Environment
+from tracegym.stats import mean_interval, paired_difference
+
+SAMPLING_SEED = 12_345  # the same for every policy, so sampled episodes pair up
+METRICS = ("greedy_reward", "greedy_success", "sampled_reward", "sampled_success")
 
 
-def mean_interval(values: Sequence[float]) -> dict[str, float]:
-    """Mean, n and the 95% normal interval (mean ± 1.96·s/√n; zero width for n < 2)."""
-    array = np.asarray(values, dtype=np.float64)
-    half = 1.96 * array.std(ddof=1) / math.sqrt(len(array)) if len(array) > 1 else 0.0
-    return {"mean": float(array.mean()), "low": float(array.mean() - half), "high": float(array.mean() + half), "n": len(array)}
+@dataclass
+class HeldoutScores:
+    """Per-seed held-out results (lists aligned with `seeds`); sampled values are means over the
+    seed's sampled rollouts (empty lists when none were sampled)."""
+
+    seeds: list[int]
+    greedy_reward: list[float]
+    greedy_success: list[float]
+    sampled_reward: list[float]
+    sampled_success: list[float]
+    sampled_rollouts: int
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        """Mean and 95% interval of each metric over seeds."""
+        return {metric: mean_interval(getattr(self, metric)) for metric in METRICS if getattr(self, metric)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "summary": self.summary()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "HeldoutScores":
+        return cls(**{key: data[key] for key in ("seeds", *METRICS, "sampled_rollouts")})
 
 
-def heldout_reward(
+def _per_seed(rewards: list[float], rollouts: int) -> tuple[list[float], list[float]]:
+    groups = np.asarray(rewards, dtype=np.float64).reshape(-1, rollouts)
+    return groups.mean(axis=1).tolist(), (groups >= 1.0).mean(axis=1).tolist()
+
+
+def score_heldout(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
     env_factory: Callable[[], Environment],
     seeds: Sequence[int],
-    rollouts_per_seed: int = 2,
-    temperature: float = 0.7,
-    max_new_tokens: int | None = None,
-    sampling_seed: int = 12_345,
-) -> dict[str, float]:
-    """Reward of `model` on `seeds` (unhinted): per-seed mean over rollouts, then mean_interval.
-
-    max_new_tokens: per assistant turn (None: fitted to the environment, as in training)."""
+    rollout: RolloutConfig,
+    sampled: int,
+    progress: bool = False,
+) -> HeldoutScores:
+    """Greedy and `sampled` unhinted episodes per seed of `model` (turn budget per `rollout`)."""
     model.eval()
-    params = SamplingConfig(max_new_tokens=max_new_tokens, temperature=temperature, seed=sampling_seed)
-    backend = HFBackend(model, tokenizer, batch_size=32)
-    episodes = run_episodes(backend, env_factory, list(seeds), rollouts_per_seed, params, hint_fraction=0.0)
-    per_seed = [
-        float(np.mean([e.reward for e in episodes[i : i + rollouts_per_seed]]))
-        for i in range(0, len(episodes), rollouts_per_seed)
-    ]
-    return mean_interval(per_seed)
+    backend = HFBackend(model, tokenizer, batch_size=64)
+    greedy = SamplingConfig(max_new_tokens=rollout.max_new_tokens, temperature=0.0, seed=SAMPLING_SEED)
+    episodes = run_episodes(backend, env_factory, list(seeds), 1, greedy, progress=progress)
+    greedy_reward, greedy_success = _per_seed([e.reward for e in episodes], 1)
+    sampled_reward, sampled_success = [], []
+    if sampled:
+        params = SamplingConfig(max_new_tokens=rollout.max_new_tokens, temperature=rollout.temperature, seed=SAMPLING_SEED)
+        episodes = run_episodes(backend, env_factory, list(seeds), sampled, params, progress=progress)
+        sampled_reward, sampled_success = _per_seed([e.reward for e in episodes], sampled)
+    return HeldoutScores(list(seeds), greedy_reward, greedy_success, sampled_reward, sampled_success, sampled)
+
+
+def compare(before: HeldoutScores, after: HeldoutScores, resamples: int = 10_000) -> dict[str, dict[str, float]]:
+    """Paired bootstrap 95% interval of `after - before` for each metric both have."""
+    if before.seeds != after.seeds:
+        raise ValueError("a paired comparison needs both policies scored on the same seeds")
+    return {metric: paired_difference(getattr(before, metric), getattr(after, metric), resamples)
+            for metric in METRICS if getattr(before, metric) and getattr(after, metric)}

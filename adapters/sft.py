@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -26,33 +26,13 @@ from peft import PeftModel
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from trl import SFTConfig, SFTTrainer
 
+from tracegym.adapters.config import WarmStartConfig
 from tracegym.adapters.lora import lora_config
 from tracegym.generation import render_chat
 from tracegym.schema import Message
 from tracegym.synth_envs.base import Environment, play
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class WarmStartConfig:
-    """SFT warm-start settings.
-
-    dialogues: oracle dialogues to train on (default 400), from consecutive training seeds.
-    steps: optimizer steps (default 20); batch_size: dialogues per step (default 8).
-    learning_rate: AdamW learning rate for the LoRA weights (default 1e-3; LoRA on a tiny format
-        task converges in ~20 steps at this rate).
-    lora_rank: LoRA rank (default 16); max_length: dialogues are truncated to this many tokens
-        (default 1024); seed: data order and LoRA init seed (default 0).
-    """
-
-    dialogues: int = 400
-    steps: int = 20
-    batch_size: int = 8
-    learning_rate: float = 1e-3
-    lora_rank: int = 16
-    max_length: int = 1024
-    seed: int = 0
 
 
 def dialogue_tokens(tokenizer: PreTrainedTokenizerBase, messages: Sequence[Message]) -> dict[str, list[int]]:

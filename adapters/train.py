@@ -1,8 +1,9 @@
-"""One adapter, end to end: optional SFT warm start, GRPO, held-out reward before and after, and
-the artifacts of adapters/artifacts.py. `tracegym train` and benchmarks/learning.py call this.
+"""One adapter, end to end: SFT warm start, calibration, GRPO, held-out reward before and after,
+and the artifacts of adapters/artifacts.py. `tracegym train`, `tracegym run` and
+benchmarks/learning.py call this.
 
-Layout of `out_dir`: `warm_start/` (the SFT adapter, reused on rerun), `checkpoint/` (exact
-resume), `heldout_before.json`, then the final artifacts at the top level.
+Layout of `out_dir`: `warm_start/` (the SFT adapter, reused on rerun), `calibration.json`,
+`checkpoint/` (exact resume), `heldout_before.json`, then the final artifacts at the top level.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -19,19 +19,20 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from tracegym.adapters.artifacts import write_artifacts
 from tracegym.adapters.checkpoint import find_checkpoint
-from tracegym.adapters.grpo import CHECKPOINT_DIR, GRPOConfig, GRPOTrainer, read_log
-from tracegym.adapters.heldout import heldout_reward
+from tracegym.adapters.config import TrainConfig
+from tracegym.adapters.grpo import CHECKPOINT_DIR, GRPOTrainer, read_log
+from tracegym.adapters.heldout import HeldoutScores, compare, score_heldout
 from tracegym.adapters.lora import attach_lora
-from tracegym.adapters.sft import WarmStartConfig, warm_start
-from tracegym.models import DEFAULT_MODEL, load_model, tiny_model
+from tracegym.adapters.sft import warm_start
+from tracegym.config import TINY_MODEL, RolloutConfig, config_dict
+from tracegym.generation import HFBackend
+from tracegym.models import check_model, load_model, tiny_model
 from tracegym.schema import AdapterArtifact, EnvSpec
-from tracegym.generation import HFBackend, SamplingConfig
 from tracegym.synth_envs.base import Environment
-from tracegym.synth_envs.calibration import Band, backend_measure, calibrate, write_calibrations
+from tracegym.synth_envs.calibration import CalibrationConfig, backend_measure, calibrate, write_calibrations
 from tracegym.synth_envs.registry import get_family, make_env
 
 logger = logging.getLogger(__name__)
-TINY_MODEL = "tiny"
 
 
 def load_base(name: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -55,33 +56,17 @@ def ladder_factories(spec: EnvSpec) -> list[Callable[[], Environment]]:
     return [functools.partial(make_env, spec.family, **{**spec.knobs, **rung}) for rung in ladder]
 
 
-@dataclass(frozen=True)
-class CalibrationConfig:
-    """Calibrate the spec's knobs to the (warm-started) policy before GRPO.
-
-    seeds × rollouts episodes per knob setting (defaults 8 × 4; the paper uses 100 × 16) at
-    `temperature` 0.7, searched until the mean reward lies in `band` (default 0.2-0.6).
-    """
-
-    seeds: int = 8
-    rollouts: int = 4
-    temperature: float = 0.7
-    band: Band = Band()
-
-
 def calibrate_to_policy(
-    spec: EnvSpec, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, settings: CalibrationConfig,
-    max_new_tokens: int | None, out_file: Path, policy_name: str,
+    spec: EnvSpec, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, calibration: CalibrationConfig,
+    rollout: RolloutConfig, out_file: Path, policy_name: str,
 ) -> EnvSpec:
-    """The spec with knobs searched against `policy`; the curve goes to `out_file` (reused on rerun)."""
+    """The spec with knobs searched against `policy` at the rollout temperature; the curve goes to
+    `out_file` (reused on rerun)."""
     if out_file.is_file():
         found = json.loads(out_file.read_text())["families"][0]
     else:
-        measure = backend_measure(
-            HFBackend(policy, tokenizer, batch_size=32),
-            SamplingConfig(max_new_tokens=max_new_tokens, temperature=settings.temperature),
-        )
-        result = calibrate(spec.family, measure, range(settings.seeds), settings.rollouts, settings.band, policy_name)
+        measure = backend_measure(HFBackend(policy, tokenizer, batch_size=32), rollout)
+        result = calibrate(spec.family, measure, calibration, policy_name)
         write_calibrations([result], out_file)
         found = result.as_dict()
     logger.info("calibrated %s to %s (mean in band: %s)", spec.family, found["knobs"], found["in_band"])
@@ -92,76 +77,75 @@ def calibrate_to_policy(
 def train_adapter(
     env_spec: EnvSpec,
     out_dir: str | Path,
-    config: GRPOConfig,
-    model_name: str = DEFAULT_MODEL,
-    warm: WarmStartConfig | None = None,
+    config: TrainConfig,
     resume: bool = False,
-    heldout_seeds: int = 32,
     env_factory: Callable[[], Environment] | None = None,
     progress: bool = True,
-    calibration: CalibrationConfig | None = None,
 ) -> AdapterArtifact:
     """Train one LoRA adapter for `env_spec` into `out_dir`; returns its AdapterArtifact.
 
-    warm: SFT warm start settings (None: no warm start). resume: continue from `out_dir`'s
-    checkpoint (without it, an existing checkpoint is an error rather than silently overwritten).
-    heldout_seeds: evaluation seeds from `env_spec.eval_seeds` for the before/after reward (0: skip).
-    calibration: search the family's knobs against the warm-started policy before GRPO (None: keep
-    the spec's knobs); the adapter's artifact records the calibrated spec.
+    resume: continue from `out_dir`'s checkpoint (without it, an existing checkpoint is an error
+    rather than silently overwritten). env_factory: an environment outside the registry (tests);
+    it cannot be calibrated. With calibration enabled, the family's knobs are searched against
+    the warm-started policy before GRPO and the adapter's artifact records the calibrated spec.
     """
-    if calibration is not None and env_factory is not None:
-        raise ValueError("calibration searches a registered family's knobs: pass no env_factory with it")
+    calibrating = config.calibration.enabled and env_factory is None
+    check_model(config.model)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if not resume and find_checkpoint(out_dir / CHECKPOINT_DIR) is not None:
         raise FileExistsError(f"{out_dir} already holds a training checkpoint: resume it or use a fresh folder")
     factory = env_factory or env_factory_for(env_spec)
     state = PartialState()  # one process, or each of `accelerate launch`'s; files are written by the main one
-    model, tokenizer = load_base(model_name)
+    model, tokenizer = load_base(config.model)
     adapter_dir = None
-    if warm is not None:
+    if config.warm_start.enabled:
         adapter_dir = out_dir / "warm_start"
         if (adapter_dir / "adapter_config.json").is_file():
             logger.info("reusing the warm start in %s", adapter_dir)
         else:
             hi = env_spec.train_seeds[1]
-            factories = ladder_factories(env_spec) if calibration is not None else [factory]
-            peft_model, warm_metrics = warm_start(model, tokenizer, factories, range(hi - warm.dialogues, hi), warm, adapter_dir)
+            factories = ladder_factories(env_spec) if calibrating else [factory]
+            seeds = range(hi - config.warm_start.dialogues, hi)
+            peft_model, warm_metrics = warm_start(model, tokenizer, factories, seeds, config.warm_start, adapter_dir)
             if state.is_main_process:
                 (adapter_dir / "warm_start.json").write_text(json.dumps(warm_metrics, indent=2))
             state.wait_for_everyone()
             model = peft_model.unload()
-    policy = attach_lora(model, rank=config.lora_rank, adapter_dir=adapter_dir, seed=config.seed).to(state.device)
-    if calibration is not None:
-        policy_name = f"{model_name}" + (" + warm start" if adapter_dir is not None else "")
+    policy = attach_lora(model, rank=config.grpo.lora_rank, adapter_dir=adapter_dir, seed=config.grpo.seed).to(state.device)
+    if calibrating:
+        policy_name = config.model + (" + warm start" if adapter_dir is not None else "")
         env_spec = calibrate_to_policy(
-            env_spec, policy, tokenizer, calibration, config.max_new_tokens, out_dir / "calibration.json", policy_name
+            env_spec, policy, tokenizer, config.calibration, config.rollout, out_dir / "calibration.json", policy_name
         )
         factory = env_factory_for(env_spec)
-    eval_seeds = range(env_spec.eval_seeds[0], min(env_spec.eval_seeds[0] + heldout_seeds, env_spec.eval_seeds[1]))
-    evaluate = functools.partial(
-        heldout_reward, tokenizer=tokenizer, env_factory=factory, seeds=eval_seeds, max_new_tokens=config.max_new_tokens
-    )
+    eval_seeds = range(env_spec.eval_seeds[0], min(env_spec.eval_seeds[0] + config.eval.seeds, env_spec.eval_seeds[1]))
+    evaluate = functools.partial(score_heldout, tokenizer=tokenizer, env_factory=factory, seeds=eval_seeds,
+                                 rollout=config.rollout, sampled=config.eval.sampled, progress=progress)
     before_file = out_dir / "heldout_before.json"
-    if heldout_seeds and not before_file.is_file():
+    if config.eval.seeds and not before_file.is_file():
         before = evaluate(policy)
         if state.is_main_process:
-            before_file.write_text(json.dumps(before))
+            before_file.write_text(json.dumps(before.to_dict()))
         state.wait_for_everyone()
-    trainer = GRPOTrainer(policy, tokenizer, factory, config, out_dir, train_seeds=env_spec.train_seeds)
+    trainer = GRPOTrainer(policy, tokenizer, factory, config.grpo, config.rollout, out_dir, train_seeds=env_spec.train_seeds)
     if resume:
         trainer.resume()
     trainer.train(progress=progress)
-    metrics: dict[str, Any] = {"steps": trainer.step, "rollouts": trainer.step * config.groups_per_step * config.group_size}
-    if heldout_seeds:
-        metrics["heldout_before"] = json.loads(before_file.read_text())
-        metrics["heldout_after"] = evaluate(trainer.policy)
+    grpo = config.grpo
+    metrics: dict[str, Any] = {"steps": trainer.step, "rollouts": trainer.step * grpo.groups_per_step * grpo.group_size}
+    if config.eval.seeds:
+        before = HeldoutScores.from_dict(json.loads(before_file.read_text()))
+        after = evaluate(trainer.policy)
+        metrics["heldout_before"], metrics["heldout_after"] = before.summary(), after.summary()
+        metrics["heldout_difference"] = compare(before, after)
+        metrics["heldout_per_seed"] = {"before": before.to_dict(), "after": after.to_dict()}
     if adapter_dir is not None:
         metrics["warm_start"] = json.loads((adapter_dir / "warm_start.json").read_text())
+    credit = grpo.credit.credit
     if not state.is_main_process:
-        return AdapterArtifact(capability=env_spec.capability, path=str(out_dir.resolve()), base_model=model_name,
-                               env_spec=env_spec, credit=config.credit, metrics=metrics)
-    train_config = {"grpo": config.to_dict(), "warm_start": asdict(warm) if warm else None, "model": model_name}
+        return AdapterArtifact(capability=env_spec.capability, path=str(out_dir.resolve()), base_model=config.model,
+                               env_spec=env_spec, credit=credit, metrics=metrics)
     return write_artifacts(
-        out_dir, trainer.policy, train_config, read_log(out_dir), env_spec, model_name, config.credit, metrics
+        out_dir, trainer.policy, config_dict(config), read_log(out_dir), env_spec, config.model, credit, metrics
     )

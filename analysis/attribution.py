@@ -1,17 +1,27 @@
-"""Failure-source attribution: agent, user simulator, or benchmark.
+"""Failure-source attribution: agent, user simulator, or benchmark, from the run itself.
 
-Deterministic signals establish only a few causes, each stated with its evidence:
-- benchmark: the run has no grade (reward None: infrastructure error), or the task's gold
-  actions were corrected in a later task-set version (`contrast.gold_changes`) and the failure
-  involves the correction (a stale gold action went unmatched, or the agent made a call only the
-  corrected gold expects); other failures on such tasks stay with the agent;
-- user simulator: the run ended with `user_error`, or the simulated user sent its stop token
-  while the agent's last message was an open question and a gold write action was still
-  unmatched (the user left before the agent could finish; a heuristic, since the agent may have
-  asked a needless question).
-Everything else defaults to the agent. An LLM judge (judge.attribute_failures) can refine the
-default with quoted evidence, e.g. a user simulator inventing details or a gold action that the
-policy forbids; deterministic benchmark and user signals take precedence over the judge.
+Only the run itself is read (its own gold actions, tool results and messages) and the table of
+the benchmark's own gold corrections that ships with the package, keyed by action content; no task
+file is looked up beside the inputs, so a run gets the same attribution whatever else is
+diagnosed with it. In order:
+- benchmark: the run has no grade (reward None: an infrastructure error); or a gold action the
+  run missed breaks the run's own domain policy given what the run's tool results showed (a
+  cancellation the policy forbids, a baggage fee against the allowance, a refund to a method the
+  policy excludes, a date of birth the profile contradicts), or is one the benchmark corrected in
+  a later task set, or the agent did what the corrected set expects (`policy.corrections`, keyed
+  by the action's content, so a run graded on the corrected set is not blamed); the gold was
+  checked, not trusted. A gold action that breaks the policy outranks the user simulator's early
+  stop below (the run could not have passed anyway); a merely corrected one does not;
+- user simulator: the run ended with `user_error`; or the simulated user's stop token ended the
+  run before the agent could act (as its first words, with a yes to the agent's proposal, or
+  alone while the agent awaited an answer; a closing "anything else?" awaits none); or every
+  difference between the agent's writes and the gold is a value the user dictated first (the agent
+  did what the user asked; the user left its instructions). A gold write the system refused for
+  its record's state when the agent made it could not have changed the database: it blames nobody.
+A write of the agent's own that the policy forbids (and the system carried out) is the agent's
+failure before any of these: no gold could have passed the run after it. Everything else
+defaults to the agent. An LLM judge (judge.attribute_failures) can refine the
+default with quoted evidence; deterministic attributions take precedence over the judge.
 """
 
 from __future__ import annotations
@@ -20,13 +30,13 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from tracegym.analysis.contrast import GoldChange, task_key
-from tracegym.analysis.detect_tau import tool_kind
-from tracegym.analysis.detectors import agent_calls, canonical, evidence, render_call
+from tracegym.analysis.catalogue import benchmark_family
+from tracegym.analysis.detectors import evidence, render
+from tracegym.analysis.policy import checks, corrections, domain_for
+from tracegym.analysis.policy.conversation import Conversation
 from tracegym.schema import Evidence, Trajectory
 
 Source = Literal["agent", "user_simulator", "benchmark"]
-USER_STOP_TOKENS = ("###STOP###",)
 
 
 class FailureSource(BaseModel):
@@ -39,71 +49,58 @@ class FailureSource(BaseModel):
     method: Literal["deterministic", "judge", "default"] = "default"
 
 
-def _user_left_early(trajectory: Trajectory) -> Evidence | None:
-    messages = trajectory.messages
-    if trajectory.termination_reason != "user_stop" or not messages:
-        return None
-    user = [i for i, m in enumerate(messages) if m.role == "user"]
-    spoken = [i for i, m in enumerate(messages) if m.role == "assistant" and m.content.strip()]
-    if not user or not spoken or spoken[-1] > user[-1]:
-        return None
-    if not any(token in messages[user[-1]].content for token in USER_STOP_TOKENS):
-        return None
-    if not messages[spoken[-1]].content.strip().endswith("?"):
-        return None
-    checks = (trajectory.diagnostics.get("reward_info") or {}).get("action_checks") or []
-    unmet = [c["action"]["name"] for c in checks if not c.get("action_match") and tool_kind(c["action"]["name"]) == "write"]
-    if not unmet:
-        return None
-    return evidence(user[-1], f"user stopped after the agent asked: {messages[spoken[-1]].content[-120:]} "
-                              f"/ user: {messages[user[-1]].content} (unmet: {', '.join(unmet)})")
+def _deterministic(trajectory_id: str, source: Source, reason: str, found: Evidence | None) -> FailureSource:
+    return FailureSource(trajectory_id=trajectory_id, source=source, reason=reason, evidence=found, method="deterministic")
 
 
-def _explained_by_gold_change(trajectory: Trajectory, change: GoldChange | None) -> Evidence | None:
-    """Evidence that a failure comes from corrected gold: a stale gold action went unmatched, or the
-    agent made a call the corrected gold expects. Without a reference file every failure of a
-    listed task counts as possibly explained."""
-    if change is None:
-        return None
-    if change.stale is None:
-        return evidence(None, change.reason)
-    checks = (trajectory.diagnostics.get("reward_info") or {}).get("action_checks") or []
-    stale_keys = {canonical([a.get("name"), a.get("arguments") or {}]) for a in change.stale}
-    for check in checks:
-        action = check["action"]
-        if not check.get("action_match") and canonical([action.get("name"), action.get("arguments") or {}]) in stale_keys:
-            return evidence(None, f"unmatched gold action {action.get('name')}({action.get('arguments')}) was "
-                                  "changed or removed in the corrected task set")
-    for record in agent_calls(trajectory):
-        for action in change.added:
-            if record.call.name == action.get("name") and canonical(record.call.arguments) == canonical(action.get("arguments") or {}):
-                return evidence(record.index, f"agent did what the corrected gold expects: {render_call(record.call)}")
-    return None
+def _gold_at_fault(trajectory_id: str, reason: str, gap: checks.Gap) -> FailureSource:
+    """The benchmark's failure, with what is wrong with the gold action first."""
+    action = gap.action
+    return _deterministic(trajectory_id, "benchmark", reason, evidence(
+        None, f"{gap.finding.text}; gold {render(action.get('name', ''), action.get('arguments') or {})}"))
 
 
-def attribute_deterministic(trajectories: list[Trajectory], gold_changed: dict[str, GoldChange]) -> dict[str, FailureSource]:
+def attribute(trajectory: Trajectory) -> FailureSource:
+    """The source of one failed trajectory's failure."""
+    tid, last = trajectory.id, len(trajectory.messages) - 1 if trajectory.messages else None
+    if trajectory.reward is None:
+        return _deterministic(tid, "benchmark", f"not graded (termination {trajectory.termination_reason})", None)
+    if trajectory.termination_reason == "user_error":
+        return _deterministic(tid, "user_simulator", "terminated by user_error", evidence(last, "user_error"))
+    if benchmark_family(trajectory.source.benchmark) != "tau":
+        return FailureSource(trajectory_id=tid, source="agent", reason="no other cause established")
+    conversation, domain = Conversation(trajectory), domain_for(trajectory)
+    gaps = checks.gold_gaps(conversation, domain)
+    if own := checks.breaking_writes(conversation, domain):  # no gold could have passed the run after such a write
+        return FailureSource(trajectory_id=tid, source="agent", reason="the agent made a write the policy forbids",
+                             evidence=evidence(own[0].index, own[0].text))
+    broken = [g for g in gaps if g.kind == "breaks_policy"]
+    if broken:
+        return _gold_at_fault(tid, "gold action breaks the policy", broken[0])
+    if (left := checks.user_left_early(conversation)) is not None:
+        return _deterministic(tid, "user_simulator", "the user simulator stopped before the agent could act",
+                              evidence(left.index, left.text))
+    corrected = [g for g in gaps if g.kind == "corrected_gold"]
+    if corrected:
+        return _gold_at_fault(tid, "gold action corrected by the benchmark", corrected[0])
+    domain_name = str(trajectory.metadata.get("domain") or "")
+    right = [c for c in conversation.agent_calls if corrections.corrected_expects(domain_name, trajectory.task_id, c.name, c.arguments)]
+    if right:
+        return _deterministic(tid, "benchmark", "gold action corrected by the benchmark",
+                              evidence(right[0].index, f"the agent did what the corrected task set expects: "
+                                                       f"{render(right[0].name, right[0].arguments)}"))
+    effective = [g for g in gaps if g.kind != "no_effect"]  # a write the system refused changed nothing
+    if effective and all(g.kind == "followed_user" for g in effective):
+        action = effective[0].action
+        return _deterministic(tid, "user_simulator", "the agent did what the user asked, which differs from the gold",
+                              evidence(None, "the agent's values that differ from the gold were the user's own words; "
+                                             f"gold {render(action.get('name', ''), action.get('arguments') or {})}"))
+    return FailureSource(trajectory_id=tid, source="agent", reason="no other cause established")
+
+
+def attribute_deterministic(trajectories: list[Trajectory]) -> dict[str, FailureSource]:
     """A FailureSource for every failed trajectory (successes are not listed)."""
-    sources: dict[str, FailureSource] = {}
-    for trajectory in trajectories:
-        if trajectory.success:
-            continue
-        last = len(trajectory.messages) - 1 if trajectory.messages else None
-        if trajectory.reward is None:
-            found = FailureSource(trajectory_id=trajectory.id, source="benchmark", method="deterministic",
-                                  reason=f"not graded (termination {trajectory.termination_reason})")
-        elif (stale := _explained_by_gold_change(trajectory, gold_changed.get(task_key(trajectory)))) is not None:
-            found = FailureSource(trajectory_id=trajectory.id, source="benchmark", method="deterministic",
-                                  reason=gold_changed[task_key(trajectory)].reason, evidence=stale)
-        elif trajectory.termination_reason == "user_error":
-            found = FailureSource(trajectory_id=trajectory.id, source="user_simulator", method="deterministic",
-                                  reason="terminated by user_error", evidence=evidence(last, "user_error"))
-        elif (left := _user_left_early(trajectory)) is not None:
-            found = FailureSource(trajectory_id=trajectory.id, source="user_simulator", method="deterministic",
-                                  reason="user stopped while the agent awaited an answer", evidence=left)
-        else:
-            found = FailureSource(trajectory_id=trajectory.id, source="agent", reason="no other cause established")
-        sources[trajectory.id] = found
-    return sources
+    return {t.id: attribute(t) for t in trajectories if not t.success}
 
 
 def merge_judged(deterministic: dict[str, FailureSource], judged: dict[str, FailureSource]) -> dict[str, FailureSource]:

@@ -3,7 +3,9 @@
 Names are snake_case and general (papers/TRACE.md §1: a domain rule such as
 "flight_rebooking_procedure" is not a capability). `benchmarks` says which benchmark families a
 capability's deterministic detector covers ("tau" for τ/τ²-bench, "swe" for SWE-bench); the LLM
-judge may label any of them on any benchmark.
+judge may label any of them on any benchmark. A capability with no benchmark listed has no
+detector yet (`catalogue_for` leaves it out); it is in the catalogue because it is a general agent
+capability that an environment family trains (tracegym.synth_envs.registry.CAPABILITY_TABLE).
 """
 
 from __future__ import annotations
@@ -68,19 +70,10 @@ CATALOGUE: tuple[Capability, ...] = (
         benchmarks=["swe"],
     ),
     Capability(
-        name="semantic_logic_precision",
+        name="issue_reproduction",
         description=(
-            "Changing the program's logic so that it does exactly what the issue asks: the tests "
-            "that reproduce the issue (FAIL_TO_PASS) pass after the patch. Lacking when a patch "
-            "applies but the target behaviour is still wrong."
-        ),
-        benchmarks=["swe"],
-    ),
-    Capability(
-        name="regression_avoidance",
-        description=(
-            "Fixing the issue without breaking behaviour that worked before: every PASS_TO_PASS test "
-            "still passes. Lacking when the patch breaks previously passing tests."
+            "Reproducing the reported behaviour before changing code: running a script or the relevant "
+            "tests that show the failure, so the fix targets an observed problem rather than a guess."
         ),
         benchmarks=["swe"],
     ),
@@ -95,10 +88,35 @@ CATALOGUE: tuple[Capability, ...] = (
     Capability(
         name="fault_localisation",
         description=(
-            "Finding where the defect lives: the patch edits the files the reference fix edits "
-            "rather than working around the bug elsewhere. Needs the gold patch to judge."
+            "Finding where the defect lives: the patch changes the source the issue's tests exercise "
+            "(the files of the reference fix, when known) rather than working around the bug elsewhere."
         ),
         benchmarks=["swe"],
+    ),
+    Capability(
+        name="edit_scope",
+        description=(
+            "Keeping the patch to the change the issue needs: no reproduction or debug scripts, scratch "
+            "output files or build-configuration edits left in the submitted diff."
+        ),
+        benchmarks=["swe"],
+    ),
+    Capability(
+        name="error_recovery",
+        description=(
+            "Recovering when a tool call fails: retrying transient errors, doing what the error "
+            "message asks (wait, re-authenticate, use the identifier it names) and carrying on with "
+            "the task. Lacking when the agent gives up, repeats the failing call unchanged, or reports "
+            "results it never obtained."
+        ),
+    ),
+    Capability(
+        name="causal_diagnosis",
+        description=(
+            "Finding why a metric changed by exploring the data: comparing time windows and "
+            "segments, ruling out confounders, and attributing the change to the right cause and the "
+            "right slice. Lacking when the agent names a cause the data does not support."
+        ),
     ),
 )
 

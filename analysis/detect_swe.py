@@ -1,14 +1,24 @@
-"""Deterministic detectors for SWE-bench trajectories: the harness verdict plus the agent's commands.
+"""Deterministic detectors for SWE-bench trajectories: the agent's commands and its patch, read
+against the tests that reproduce the issue. None of them is a function of the verdict alone: each
+can hold for a resolved run and fail for an unresolved one.
 
-Signals (contract.md keys): `diagnostics.patch`, `patch_exists`, `patch_successfully_applied`,
-`tests_status` (FAIL_TO_PASS / PASS_TO_PASS success and failure lists), `exit_status`, and an
-optional `diagnostics.gold_patch` (the reference fix, when the user supplies it). Commands come
-from bash blocks in assistant text (mini-swe-agent) or from `execute_bash` / `str_replace_editor`
-tool calls (OpenHands).
+- patch_production: the run ended with a patch that applies (harness `patch_exists`,
+  `patch_successfully_applied`, or the submission itself);
+- fault_localisation: the patch edits source files the issue's tests exercise: files of the
+  reference fix when one is supplied (`diagnostics.gold_patch`), else files whose path shares a
+  name with the FAIL_TO_PASS tests' modules or with the code the problem statement names;
+- issue_reproduction: the agent ran the failing behaviour (a script or the tests) before its first
+  repository edit;
+- test_verification: it ran tests or a reproduction after its last edit, before submitting;
+- edit_scope: the patch holds only the change: no scratch files (new files at the repository
+  root, reproduction or debug scripts) and no edits to build configuration.
+Commands come from bash blocks in assistant text (mini-swe-agent, SWE-agent) or from
+`execute_bash` / `str_replace_editor` tool calls (OpenHands).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Iterator
 
@@ -16,12 +26,20 @@ from tracegym.analysis.detectors import Verdict, evidence
 from tracegym.schema import Trajectory
 
 _BASH_BLOCK = re.compile(r"```(?:bash|sh)\s*\n(.*?)```", re.DOTALL)
-_IN_PLACE = re.compile(r"\bsed\s+-i|\bperl\s+-[a-z]*i|\bgit\s+apply\b|\bpatch\s+-p")
+_IN_PLACE = re.compile(r"\bsed\s+-i|\bperl\s+-[a-z]*i|\bgit\s+apply\b|\bpatch\s+-p|^\s*edit\s+\d+:\d+", re.MULTILINE)
 _WRITTEN = re.compile(r"(?:>|\btee\s+(?:-a\s+)?|open\(\s*['\"])\s*([\w./-]+\.py)\b")
-_SCRATCH = re.compile(r"(^|/)(repro\w*|test_?\w*|check\w*|debug\w*|verify\w*|script\w*|demo\w*)\.py$")
+_SCRATCH = re.compile(r"(^|/)(repro\w*|test_?\w*|check\w*|debug\w*|verify\w*|script\w*|demo\w*|scratch\w*)\.py$")
 _TEST = re.compile(r"\bpytest\b|runtests\.py|\bunittest\b|\btox\b|\bpython3?\s+(?:-m\s+\S+|-c\b|[\w./-]+\.py\b)")
 _EDITOR_WRITES = {"str_replace", "insert", "create", "undo_edit"}
 _DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/", re.MULTILINE)
+_NEW_FILE = re.compile(r"^diff --git a/(\S+) b/\S+\n(?:(?!diff --git).*\n)*?--- /dev/null", re.MULTILINE)
+_BUILD_FILES = re.compile(r"(^|/)(pyproject\.toml|setup\.py|setup\.cfg|tox\.ini|requirements[\w.-]*\.txt|conftest\.py)$")
+_TEST_PATH = re.compile(r"(^|/)tests?(/|_)|(^|/)test_\w+\.py$")
+_DJANGO_TEST = re.compile(r"\(([\w.]+)\)\s*$")
+_IDENTIFIER = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]{3,}(?:\.[A-Za-z_][A-Za-z0-9_]*)*\b")
+_GENERIC = {"test", "tests", "testing", "init", "main", "core", "base", "utils", "util", "django", "models", "model",
+            "fields", "field", "regress", "regression", "self", "none", "true", "false", "return", "import", "from",
+            "class", "def", "with", "this", "that", "when", "should", "value", "error", "python", "file"}
 _SUBMIT = "COMPLETE_TASK_AND_SUBMIT"
 
 
@@ -58,7 +76,7 @@ def _is_repository_file(path: str, submitted: list[str]) -> bool:
 def _classify(command: str, submitted: list[str]) -> list[str]:
     if _SUBMIT in command:
         return []
-    in_place = _IN_PLACE.search(command) and (not submitted or any(f in command for f in submitted))
+    in_place = _IN_PLACE.search(command) and (not submitted or any(f in command for f in submitted) or command.lstrip().startswith("edit"))
     edits = in_place or any(_is_repository_file(f, submitted) for f in _WRITTEN.findall(command))
     return (["edit"] if edits else []) + (["test"] if _TEST.search(command) else [])
 
@@ -69,18 +87,14 @@ def patched_files(patch: str) -> list[str]:
 
 def detect(trajectory: Trajectory) -> dict[str, Verdict]:
     """Verdicts for the SWE capabilities of the catalogue."""
-    diagnostics = trajectory.diagnostics
+    actions = list(commands(trajectory))
     return {
-        "patch_production": _patch(diagnostics),
-        "semantic_logic_precision": _tests(trajectory, "FAIL_TO_PASS", "still failing after the patch"),
-        "regression_avoidance": _tests(trajectory, "PASS_TO_PASS", "broken by the patch"),
-        "test_verification": _verification(trajectory),
-        "fault_localisation": _localisation(diagnostics),
+        "patch_production": _patch(trajectory.diagnostics),
+        "fault_localisation": _localisation(trajectory),
+        "issue_reproduction": _reproduction(actions),
+        "test_verification": _verification(actions),
+        "edit_scope": _scope(trajectory.diagnostics.get("patch") or ""),
     }
-
-
-def _applied(diagnostics: dict) -> bool:
-    return bool((diagnostics.get("patch") or "").strip()) and diagnostics.get("patch_successfully_applied") is not False
 
 
 def _patch(diagnostics: dict) -> Verdict:
@@ -93,25 +107,73 @@ def _patch(diagnostics: dict) -> Verdict:
     return Verdict.present([evidence(None, f"patch applied: {', '.join(patched_files(patch))}")])
 
 
-def _tests(trajectory: Trajectory, group: str, what: str) -> Verdict:
-    """From the harness report, plus the agent's last repository edit as trajectory evidence."""
+def _words(text: str) -> set[str]:
+    """Lower-case name parts of a path or dotted name, generic ones dropped, plurals cut."""
+    words = set()
+    for part in re.split(r"[/._\-\s]+", text.lower()):
+        part = re.sub(r"(ies)$", "y", part) if len(part) > 4 else part
+        part = part[:-1] if len(part) > 4 and part.endswith("s") and not part.endswith("ss") else part
+        if len(part) >= 4 and part not in _GENERIC and not part.isdigit():
+            words.add(part)
+    return words
+
+
+def _related(a: set[str], b: set[str]) -> set[str]:
+    """Words of `a` equal to a word of `b` or sharing its first five letters ("delete", "deletion")."""
+    return {x for x in a for y in b if x == y or len(os.path.commonprefix([x, y])) >= 5}
+
+
+def exercised(tests: list[str]) -> set[str]:
+    """The names the issue's tests point at: their module path without the package root."""
+    words: set[str] = set()
+    for test in tests:
+        django = _DJANGO_TEST.search(test)
+        path = django.group(1) if django else test.split("::")[0]
+        parts = re.split(r"[/.]", path)
+        if not django and len(parts) > 2:
+            parts = parts[1:]  # "astropy/io/fits/tests/test_card.py": the package root names everything
+        words |= _words(" ".join(p for p in parts if not p[:1].isupper()))
+    return words
+
+
+def _localisation(trajectory: Trajectory) -> Verdict:
     diagnostics = trajectory.diagnostics
-    status = (diagnostics.get("tests_status") or {}).get(group)
-    if not _applied(diagnostics) or not status:
+    edited = [f for f in patched_files(diagnostics.get("patch") or "") if not _TEST_PATH.search(f) and f.endswith(".py")]
+    gold = set(patched_files(diagnostics.get("gold_patch") or ""))
+    if not edited:
         return Verdict.na()
-    failing = status.get("failure") or []
-    if failing:
-        found = [evidence(None, f"harness report: {group} {what}: {', '.join(failing[:5])}")]
-        edits = [(index, command) for index, kind, command in commands(trajectory) if kind == "edit"]
-        if edits:
-            found.append(evidence(edits[-1][0], f"last edit before submitting: {edits[-1][1]}"))
-        return Verdict.lacking(found)
-    passing = status.get("success") or []
-    return Verdict.present([evidence(None, f"harness report: {group} all {len(passing)} passing")])
+    if gold:
+        outside = [f for f in edited if f not in gold]
+        if outside:
+            return Verdict.lacking([evidence(None, f"patch edits {', '.join(outside)}; the reference fix edits {', '.join(sorted(gold))}")])
+        return Verdict.present([evidence(None, f"patch edits the reference fix's files: {', '.join(sorted(gold.intersection(edited)))}")])
+    group = (diagnostics.get("tests_status") or {}).get("FAIL_TO_PASS") or {}
+    tests = list(group.get("success") or []) + list(group.get("failure") or [])
+    if not tests:
+        return Verdict.na()
+    named = exercised(tests) | {w for name in _IDENTIFIER.findall(trajectory.metadata.get("problem_statement") or "")
+                                if "." in name or "_" in name or name[:1].isupper() for w in _words(name)}
+    hits = {f: _related(_words("/".join(f.split("/")[1:])), named) for f in edited}
+    if any(hits.values()):
+        shared = sorted(set().union(*hits.values()))
+        return Verdict.present([evidence(None, f"patch edits {', '.join(f for f in edited if hits[f])}, named like the "
+                                               f"issue's tests or code ({', '.join(shared[:6])})")])
+    return Verdict.lacking([evidence(None, f"patch edits {', '.join(edited)}, none named like the failing tests "
+                                           f"({', '.join(tests[:3])}) or the code the issue names")])
 
 
-def _verification(trajectory: Trajectory) -> Verdict:
-    actions = list(commands(trajectory))
+def _reproduction(actions: list[tuple[int, str, str]]) -> Verdict:
+    edits = [position for position, (_, kind, _) in enumerate(actions) if kind == "edit"]
+    if not edits:
+        return Verdict.na()
+    runs = [actions[p] for p in range(edits[0]) if actions[p][1] == "test"]
+    if runs:
+        return Verdict.present([evidence(runs[0][0], f"ran before the first edit: {runs[0][2]}")])
+    index, _, command = actions[edits[0]]
+    return Verdict.lacking([evidence(index, f"first edit with nothing run before it: {command}")])
+
+
+def _verification(actions: list[tuple[int, str, str]]) -> Verdict:
     edits = [position for position, (_, kind, _) in enumerate(actions) if kind == "edit"]
     if not edits:
         return Verdict.na()
@@ -123,12 +185,15 @@ def _verification(trajectory: Trajectory) -> Verdict:
     return Verdict.lacking([evidence(index, f"no test or reproduction run after the last edit: {command}")])
 
 
-def _localisation(diagnostics: dict) -> Verdict:
-    gold = set(patched_files(diagnostics.get("gold_patch") or ""))
-    edited = [f for f in patched_files(diagnostics.get("patch") or "") if not re.search(r"(^|/)tests?(/|_)", f)]
-    if not gold or not edited:
+def _scope(patch: str) -> Verdict:
+    files = patched_files(patch)
+    if not files:
         return Verdict.na()
-    outside = [f for f in edited if f not in gold]
-    if outside:
-        return Verdict.lacking([evidence(None, f"patch edits {', '.join(outside)}; the gold fix edits {', '.join(sorted(gold))}")])
-    return Verdict.present([evidence(None, f"patch edits gold files: {', '.join(sorted(gold.intersection(edited)))}")])
+    new = set(_NEW_FILE.findall(patch))
+    scratch = [f for f in files if f in new and ("/" not in f or (_SCRATCH.search(f) and not _TEST_PATH.search(f.rsplit("/", 1)[0] + "/")))]
+    build = [f for f in files if _BUILD_FILES.search(f)]
+    if scratch or build:
+        parts = ([f"scratch files left in the patch: {', '.join(scratch)}"] if scratch else []) + (
+            [f"build configuration edited: {', '.join(build)}"] if build else [])
+        return Verdict.lacking([evidence(None, "; ".join(parts))])
+    return Verdict.present([evidence(None, f"patch limited to {', '.join(files)}")])

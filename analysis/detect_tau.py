@@ -1,182 +1,98 @@
-"""Deterministic detectors for τ/τ²-bench trajectories, built on the benchmark's own verdicts.
+"""Deterministic detectors for τ/τ²-bench trajectories, built around the domain policy.
 
-Signals (contract.md keys): `diagnostics.reward_info.action_checks` (which gold actions the run
-matched), `diagnostics.gold_actions`, `reward_info.communicate_checks`, the agent's tool calls
-and their error flags, and `termination_reason`. A tool is a *read* when its name starts with a
-lookup verb (get_, search_, list_, find_, check_, calculate, think), a *transfer* when it is
-`transfer_to_human_agents`, and a *write* otherwise.
+The domain's rule module (`policy.airline`, `retail`, `telecom`; the generic checks for other
+domains) turns what the conversation established into findings, each naming a capability:
+- structured_data_reasoning: a wrong value read from the data (another record's id, a miscounted
+  bag allowance, an unavailable item), a claim the records contradict, the wrong customer line, a
+  device setting called fine while the status read shows the fault, a data allowance exceeded and
+  never acted on, a charge or refund stated that the write made did not (`policy.quotes`);
+- multi_step_task_completion: a requested step never carried out (not one the user put off, not
+  one the agent refused or misread: those are the other capabilities'), a run ended by a step limit;
+- precondition_verification: a write without the user's explicit yes to its details where the
+  policy requires one, a write to a record never read, a write whose policy conditions failed
+  (unless the agent had told the user they failed), a write the system refused for its state;
+- tool_calling_precision: wrong or invented arguments, failed writes never redone, loops;
+- policy_compliance: a write or offer the policy forbids (what the agent says counts: a refund
+  promised, a benefit invented, `policy.airline_offers`), a refusal of what it allows, a transfer
+  the user did not ask for or one that leaves allowed work undone.
+Gold actions are evidence (see `policy.checks`). NA where the task does not need the capability:
+multi-step completion when the task involves fewer than two distinct writes (the gold's and the
+agent's attempts, by tool and record: one request with at most one write; in a workflow domain,
+telecom, when no step on either side was needed or made) unless a request was left undone all
+the same, precondition verification when neither
+gold nor agent writes (in domains whose requests need not involve one), tool-calling precision
+when the agent neither called a tool nor had one to call (judged from the task, so a run the user
+ended at once is not excused), data reasoning then too and when all the task's work is the user's
+(gold actions only on the user's device) unless the agent misread data all the same. Otherwise LACKING with a finding, else PRESENT.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from typing import Any
+from tracegym.analysis.detectors import Verdict, evidence
+from tracegym.analysis.policy import checks, domain_for, quotes
+from tracegym.analysis.policy.conversation import Conversation
+from tracegym.analysis.policy.domain import TRANSFER, Domain, Finding
+from tracegym.schema import Trajectory
 
-from tracegym.analysis.detectors import CallRecord, Verdict, agent_calls, canonical, evidence, render_call
-from tracegym.schema import Evidence, Trajectory
-
-READ_PREFIXES = ("get_", "search_", "list_", "find_", "check_", "calculate", "think")
-TRANSFER = "transfer_to_human_agents"
-LOOPING_TERMINATIONS = {"max_steps", "too_many_errors", "timeout", "context_window_exceeded"}
-REPEAT_LIMIT = 3  # identical calls (same name and arguments) counted as a loop from this many on
+CAPABILITIES = ("structured_data_reasoning", "multi_step_task_completion", "precondition_verification",
+                "tool_calling_precision", "policy_compliance")
 
 
-def tool_kind(name: str) -> str:
-    """"read", "transfer" or "write" (see module docstring)."""
-    if name == TRANSFER:
-        return "transfer"
-    return "read" if name.startswith(READ_PREFIXES) else "write"
+def findings(conversation: Conversation, domain: Domain) -> list[Finding]:
+    """Every finding of every check on one conversation, in check order."""
+    gaps = checks.gold_gaps(conversation, domain)
+    left_early = checks.user_left_early(conversation) is not None
+    found = [g.finding for g in gaps if g.blames_agent and not (left_early and g.kind in ("not_done", "refused"))]
+    for check in (checks.unconfirmed_writes, checks.unread_records, checks.policy_writes, checks.writes_gold_refuses,
+                  checks.invented_identifiers):
+        found += check(conversation, domain)
+    found += checks.failed_writes(conversation, domain, gaps)
+    found += checks.loops(conversation)
+    found += checks.transfers(conversation, gaps)
+    found += checks.termination(conversation)
+    found += quotes.misquoted_charges(conversation, domain)
+    found += domain.check_conversation(conversation)
+    return found
 
 
-def _gold(trajectory: Trajectory) -> list[dict[str, Any]]:
-    actions = trajectory.diagnostics.get("gold_actions") or []
-    return [a for a in actions if (a.get("requestor") or "assistant") == "assistant"]
+def _operations(conversation: Conversation, domain: Domain) -> set[tuple]:
+    """The distinct writes a task involves, one per tool and record: the gold's own (agent side) and
+    every write the agent attempted."""
+    return ({(a["name"], checks.record_of(domain, a["arguments"])) for a in conversation.gold
+             if (a.get("requestor") or "assistant") == "assistant" and a.get("name") != TRANSFER and domain.is_write(a.get("name", ""))}
+            | {(c.name, checks.record_of(domain, c.arguments)) for c in conversation.agent_calls if domain.is_write(c.name)})
 
 
-def _matches(gold: dict[str, Any], arguments: dict[str, Any]) -> bool:
-    keys = gold.get("compare_args")
-    expected = gold.get("arguments") or {}
-    keys = list(expected) if keys is None else keys
-    return all(canonical(arguments.get(k)) == canonical(expected.get(k)) for k in keys)
-
-
-def _gold_matched(trajectory: Trajectory, calls: list[CallRecord]) -> list[tuple[dict[str, Any], bool]]:
-    """Each gold action and whether the run matched it: τ²'s action_checks when recorded, else ours."""
-    reward_info = trajectory.diagnostics.get("reward_info") or {}
-    checks = reward_info.get("action_checks")
-    if checks:
-        return [(c["action"], bool(c.get("action_match"))) for c in checks
-                if (c["action"].get("requestor") or "assistant") == "assistant"]
-    return [(g, any(r.call.name == g["name"] and _matches(g, r.call.arguments) for r in calls)) for g in _gold(trajectory)]
-
-
-def _context_before(trajectory: Trajectory, index: int) -> str:
-    """Text the agent had seen before message `index`: user messages and tool results."""
-    return "\n".join(m.content for m in trajectory.messages[:index] if m.role in ("user", "tool"))
-
-
-def _value_grounded(value: Any, context: str) -> bool:
-    """Whether every scalar inside `value` appears verbatim in `context`."""
-    if isinstance(value, dict):
-        return all(_value_grounded(v, context) for v in value.values())
-    if isinstance(value, list):
-        return all(_value_grounded(v, context) for v in value)
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return str(value) in context
-
-
-def _argument_errors(trajectory: Trajectory, calls: list[CallRecord], missed: list[dict[str, Any]]):
-    """Missed gold actions the agent called by name with other arguments, split by whether the
-    wrong values came from the conversation (data misread) or from nowhere (imprecise call)."""
-    grounded: list[Evidence] = []
-    ungrounded: list[Evidence] = []
-    for gold in missed:
-        for record in calls:
-            if record.call.name != gold["name"] or record.failed:
-                continue
-            expected = gold.get("arguments") or {}
-            keys = gold.get("compare_args") or list(expected)
-            wrong = {k: record.call.arguments.get(k) for k in keys
-                     if canonical(record.call.arguments.get(k)) != canonical(expected.get(k))}
-            if not wrong:
-                continue
-            text = f"{render_call(record.call)}; gold wants " + ", ".join(f"{k}={expected.get(k)!r}" for k in wrong)
-            context = _context_before(trajectory, record.index)
-            target = grounded if _value_grounded(wrong, context) else ungrounded
-            target.append(evidence(record.index, text))
-            break
-    return grounded, ungrounded
+def _needed(conversation: Conversation, domain: Domain) -> dict[str, bool]:
+    gold = conversation.gold
+    gold_writes = [a for a in gold if a.get("name") != TRANSFER and (domain.is_write(a.get("name", ""))
+                                                                      or (a.get("requestor") or "assistant") != "assistant")]
+    agent_writes = [c for c in conversation.agent_calls if domain.is_write(c.name) and not c.error]
+    agents_work = any((a.get("requestor") or "assistant") == "assistant" for a in gold)
+    called = bool(conversation.agent_calls) or agents_work
+    users_work = any((a.get("requestor") or "assistant") != "assistant" for a in gold) and not agents_work
+    return {
+        "structured_data_reasoning": called and not users_work,
+        "multi_step_task_completion": bool(gold_writes or agent_writes) if domain.workflow
+        else len(_operations(conversation, domain)) >= 2,
+        "precondition_verification": domain.preconditions_always or bool(agent_writes) or any(
+            (a.get("requestor") or "assistant") == "assistant" for a in gold_writes),
+        "tool_calling_precision": called,
+        "policy_compliance": True,
+    }
 
 
 def detect(trajectory: Trajectory) -> dict[str, Verdict]:
     """Verdicts for the five τ capabilities of the catalogue."""
-    calls = agent_calls(trajectory)
-    gold = _gold(trajectory)
-    matched = _gold_matched(trajectory, calls)
-    missed = [g for g, ok in matched if not ok]
-    grounded, ungrounded = _argument_errors(trajectory, calls, missed)
-    last = len(trajectory.messages) - 1
-    return {
-        "structured_data_reasoning": _data_reasoning(trajectory, gold, grounded),
-        "multi_step_task_completion": _multi_step(trajectory, gold, calls, missed, last),
-        "precondition_verification": _preconditions(gold, calls),
-        "tool_calling_precision": _precision(trajectory, calls, ungrounded, last),
-        "policy_compliance": _policy(gold, calls),
-    }
-
-
-def _data_reasoning(trajectory: Trajectory, gold: list[dict[str, Any]], grounded: list[Evidence]) -> Verdict:
-    communicate = (trajectory.diagnostics.get("reward_info") or {}).get("communicate_checks") or []
-    needed = bool(trajectory.diagnostics.get("communicate_info")) or any(g.get("arguments") for g in gold)
-    if not needed:
-        return Verdict.na()
-    unmet = [evidence(None, f"required information not communicated: {c.get('info')}")
-             for c in communicate if c.get("met") is False]
-    found = grounded + unmet
-    return Verdict.lacking(found) if found else Verdict.present()
-
-
-def _multi_step(trajectory, gold, calls, missed, last) -> Verdict:
-    if trajectory.termination_reason in LOOPING_TERMINATIONS:
-        final = trajectory.messages[last].content if last >= 0 else ""
-        return Verdict.lacking([evidence(last, f"terminated by {trajectory.termination_reason}: {final}")])
-    steps = [g for g in gold if tool_kind(g["name"]) != "transfer"]
-    if len(steps) < 2:
-        return Verdict.na()
-    attempted = {r.call.name for r in calls}
-    never = [evidence(None, f"gold action never attempted: {g['name']}({g.get('arguments')})")
-             for g in missed if g["name"] not in attempted and tool_kind(g["name"]) != "transfer"]
-    return Verdict.lacking(never) if never else Verdict.present()
-
-
-def _preconditions(gold, calls: list[CallRecord]) -> Verdict:
-    writes = [r for r in calls if tool_kind(r.call.name) == "write" and not r.failed]
-    gold_writes = {g["name"] for g in gold if tool_kind(g["name"]) == "write"}
-    if not writes and not gold_writes:
-        return Verdict.na()
-    read_keys = {k for r in calls if tool_kind(r.call.name) == "read" for k in r.call.arguments}
-    found: list[Evidence] = []
-    for record in writes:
-        seen = {canonical(v) for r in calls if r.index < record.index and tool_kind(r.call.name) == "read"
-                for v in r.call.arguments.values()}
-        unread = {k: v for k, v in record.call.arguments.items() if k in read_keys and canonical(v) not in seen}
-        if unread:
-            found.append(evidence(record.index, f"write without reading {unread} first: {render_call(record.call)}"))
-        elif gold_writes and record.call.name not in gold_writes:
-            found.append(evidence(record.index, f"write the task did not call for: {render_call(record.call)}"))
-    return Verdict.lacking(found) if found else Verdict.present()
-
-
-def _precision(trajectory, calls: list[CallRecord], ungrounded: list[Evidence], last: int) -> Verdict:
-    if not calls:
-        return Verdict.na()
-    found = list(ungrounded)
-    for record in calls:
-        if record.failed:
-            found.append(evidence(record.result_index, f"{render_call(record.call)} -> error: {record.result.content}"))
-    counts = Counter((r.call.name, canonical(r.call.arguments)) for r in calls)
-    for record in calls:
-        key = (record.call.name, canonical(record.call.arguments))
-        if counts[key] >= REPEAT_LIMIT:
-            found.append(evidence(record.index, f"called {counts[key]} times identically: {render_call(record.call)}"))
-            counts[key] = 0
-    if trajectory.termination_reason == "too_many_errors":
-        found.append(evidence(last, "terminated by too_many_errors"))
-    return Verdict.lacking(found) if found else Verdict.present()
-
-
-def _policy(gold, calls: list[CallRecord]) -> Verdict:
-    gold_kinds = {tool_kind(g["name"]) for g in gold}
-    found: list[Evidence] = []
-    transfers = [r for r in calls if tool_kind(r.call.name) == "transfer"]
-    if transfers and "transfer" not in gold_kinds:
-        found.append(evidence(transfers[0].index, f"unwarranted transfer: {render_call(transfers[0].call)}"))
-    if "transfer" in gold_kinds and not transfers:
-        found.append(evidence(None, "the policy required a transfer to a human agent; none was made"))
-    if "write" not in gold_kinds:
-        for record in calls:
-            if tool_kind(record.call.name) == "write" and not record.failed:
-                found.append(evidence(record.index, f"performed a write the policy forbids here: {render_call(record.call)}"))
-                break
-    return Verdict.lacking(found) if found else Verdict.present()
+    conversation = Conversation(trajectory)
+    domain = domain_for(trajectory)
+    found = findings(conversation, domain)
+    needed = _needed(conversation, domain)
+    verdicts = {}
+    for name in CAPABILITIES:
+        mine = [evidence(f.index, f.text) for f in found if f.capability == name]
+        shown = any(f.shows_need for f in found if f.capability == name) or (
+            bool(mine) and name == "structured_data_reasoning")  # a misread shows even where none was needed
+        verdicts[name] = Verdict.lacking(mine) if shown else Verdict.na() if not needed[name] else (
+            Verdict.lacking(mine) if mine else Verdict.present())
+    return verdicts

@@ -14,10 +14,10 @@ from typing import Any, Callable, Iterable, Iterator
 from tqdm import tqdm
 
 from tracegym.analysis.catalogue import benchmark_family
-from tracegym.schema import Capability, Evidence, Label, LabelValue, Message, ToolCall, Trajectory
+from tracegym.schema import Capability, Evidence, Label, LabelValue, Trajectory
 
 DETERMINISTIC = "deterministic"
-QUOTE_CHARS = 240  # longest quote kept as evidence, in characters
+QUOTE_CHARS = 400  # longest quote kept as evidence, in characters (findings state their decisive part first)
 
 
 @dataclass
@@ -61,38 +61,9 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-def render_call(call: ToolCall) -> str:
-    return f"{call.name}({json.dumps(call.arguments, sort_keys=True)})"
-
-
-@dataclass(frozen=True)
-class CallRecord:
-    """An agent tool call, the index of the message holding it, and its result message (if any)."""
-
-    index: int
-    call: ToolCall
-    result_index: int | None
-    result: Message | None
-
-    @property
-    def failed(self) -> bool:
-        return self.result is not None and self.result.error
-
-
-def agent_calls(trajectory: Trajectory) -> list[CallRecord]:
-    """The assistant's tool calls in order, each joined to the tool message answering it."""
-    results: dict[str, tuple[int, Message]] = {}
-    for index, message in enumerate(trajectory.messages):
-        if message.role == "tool" and message.tool_call_id:
-            results.setdefault(message.tool_call_id, (index, message))
-    records = []
-    for index, message in enumerate(trajectory.messages):
-        if message.role != "assistant":
-            continue
-        for call in message.tool_calls:
-            result_index, result = results.get(call.id, (None, None)) if call.id else (None, None)
-            records.append(CallRecord(index, call, result_index, result))
-    return records
+def render(name: str, arguments: dict[str, Any]) -> str:
+    """A tool call as `name({...json arguments...})`."""
+    return f"{name}({json.dumps(arguments, sort_keys=True)})"
 
 
 Detector = Callable[[Trajectory], dict[str, Verdict]]

@@ -3,7 +3,8 @@
 `diagnose` returns a `Diagnosis` holding the CapabilityReport and everything the written report
 quotes. Without a judge the deterministic detectors label (one run, N = K = 1); with one, its N
 runs label and K-of-N applies. Failures not attributed to the agent, and runs with no grade,
-are left out of the statistics unless `count_all_failures`.
+are left out of the statistics unless `count_all_failures`. `DiagnoseConfig` holds the settings
+(`tracegym diagnose` generates its flags from it).
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from pathlib import Path
 
 from tracegym.analysis.attribution import FailureSource, attribute_deterministic, merge_judged, split
 from tracegym.analysis.catalogue import catalogue_for
-from tracegym.analysis.contrast import GoldChange, TaskContrast, contrast, failing_for_every_agent, gold_changes, task_key
+from tracegym.analysis.contrast import TaskContrast, contrast, failing_for_every_agent, task_key
 from tracegym.analysis.detectors import label_deterministic
-from tracegym.analysis.judge import JudgeResult, LLMJudge
-from tracegym.analysis.llm_client import ChatClient
+from tracegym.analysis.ingest import IngestResult
+from tracegym.analysis.judge import JudgeConfig, JudgeResult, LLMJudge
 from tracegym.analysis.proposer import propose
 from tracegym.analysis.selection import Outcome, SelectionConfig, select
+from tracegym.config import option
 from tracegym.schema import Capability, CapabilityReport, Label, Trajectory
 
 
@@ -32,9 +34,22 @@ class Diagnosis:
     labels: list[Label]
     sources: dict[str, FailureSource]
     contrasts: list[TaskContrast]
-    gold_changed: dict[str, GoldChange]
     judge: dict[str, JudgeResult] = field(default_factory=dict)
     proposed: list[Capability] = field(default_factory=list)
+    ingest: IngestResult | None = None  # what reading the inputs repaired and skipped (set by the caller)
+
+
+@dataclass
+class DiagnoseConfig:
+    """Settings of `tracegym diagnose`: the inputs, the labeller and the selection."""
+
+    keep_going: bool = option(False, "skip bad input records (each is listed) instead of stopping")
+    allow_empty: bool = option(False, "write empty outputs when the inputs hold no trajectory (otherwise: exit 1, outputs kept)")
+    gold_patches: str | None = option(None, "SWE-bench reference fixes: a JSON file {instance_id: patch} or JSONL lines")
+    count_all_failures: bool = option(False, "count user-simulator and benchmark failures in the statistics too")
+    propose: bool = option(False, "ask the judge model to propose new capabilities (needs --judge-url)")
+    selection: SelectionConfig = option(help="selection thresholds", factory=SelectionConfig)
+    judge: JudgeConfig = option(help="the LLM judge", factory=JudgeConfig)
 
 
 def attach_gold_patches(trajectories: list[Trajectory], path: Path) -> int:
@@ -64,19 +79,32 @@ def counted_outcomes(trajectories: list[Trajectory], sources: dict[str, FailureS
     }
 
 
-def diagnose(trajectories: list[Trajectory], inputs: list[Path], params: SelectionConfig = SelectionConfig(k=1, n=1),
-             judge: LLMJudge | None = None, proposer: ChatClient | None = None, count_all_failures: bool = False,
-             progress: bool = False) -> Diagnosis:
-    """Run the whole analysis; `inputs` are the paths the trajectories came from (used to find
-    the reference task sets beside them)."""
+def benchmark_blamed(trajectories: list[Trajectory], sources: dict[str, FailureSource]) -> list[dict]:
+    """Failures attributed to the benchmark, one entry per (task, reason) with how many failures."""
+    keys = {t.id: task_key(t) for t in trajectories}
+    grouped: dict[tuple[str, str], list[FailureSource]] = {}
+    for found in sources.values():
+        if found.source == "benchmark":
+            grouped.setdefault((keys[found.trajectory_id], found.reason), []).append(found)
+    return [{"task": task, "reason": reason, "failures_attributed_to_benchmark": len(members),
+             "evidence": members[0].evidence.quote if members[0].evidence else ""}
+            for (task, reason), members in sorted(grouped.items())]
+
+
+def diagnose(trajectories: list[Trajectory], inputs: list[Path], config: DiagnoseConfig | None = None,
+             judge: LLMJudge | None = None, progress: bool = False) -> Diagnosis:
+    """Run the whole analysis under `config` (defaults: deterministic detectors, the paper's ρ and δ);
+    with `judge` the judge labels and, with `config.propose`, proposes capabilities. `inputs` are
+    the paths the trajectories came from, recorded in the report: labels and attributions depend
+    on each run alone."""
+    config = config or DiagnoseConfig()
     capabilities = catalogue_for({t.source.benchmark for t in trajectories})
     contrasts = contrast(trajectories)
-    changed = gold_changes(trajectories, inputs)
-    sources = attribute_deterministic(trajectories, changed)
+    sources = attribute_deterministic(trajectories)
     judged: dict[str, JudgeResult] = {}
     proposed: list[Capability] = []
-    if proposer is not None:
-        proposed = propose(proposer, contrasts, {t.id: t for t in trajectories}, capabilities)
+    if judge is not None and config.propose:
+        proposed = propose(judge.client, contrasts, {t.id: t for t in trajectories}, capabilities)
         capabilities = capabilities + proposed
     if judge is not None:
         undetermined = [t for t in trajectories if t.id in sources and sources[t.id].method == "default"]
@@ -86,29 +114,22 @@ def diagnose(trajectories: list[Trajectory], inputs: list[Path], params: Selecti
         labels = judged["labels"].labels
     else:
         labels = label_deterministic(trajectories, capabilities, progress=progress)
-    report = select(capabilities, labels, counted_outcomes(trajectories, sources, count_all_failures), params)
-    keys = {t.id: task_key(t) for t in trajectories}
-    by_task: dict[str, int] = {}
-    for found in sources.values():
-        if found.source == "benchmark":
-            by_task[keys[found.trajectory_id]] = by_task.get(keys[found.trajectory_id], 0) + 1
-    report.possible_benchmark_errors = failing_for_every_agent(trajectories) + [
-        {"task": key, "reason": change.reason, "failures_attributed_to_benchmark": by_task.get(key, 0)}
-        for key, change in sorted(changed.items())
-    ]
+    params = config.selection.for_runs(judge.config.runs if judge else 1)
+    report = select(capabilities, labels, counted_outcomes(trajectories, sources, config.count_all_failures), params)
+    report.possible_benchmark_errors = failing_for_every_agent(trajectories) + benchmark_blamed(trajectories, sources)
     report.failure_sources = split(sources)
     report.inputs = [str(p) for p in inputs]
     report.params.update({
         "labeller": f"judge:{judge.client.model}" if judge else "deterministic",
-        "count_all_failures": count_all_failures,
+        "count_all_failures": config.count_all_failures,
         "trajectories": len(trajectories),
         "contrasted_tasks": len(contrasts),
     })
     if judge is not None:
         report.params["judge"] = {
-            "model": judge.client.model, "runs": judge.runs, "temperature": judge.temperature, "retries": judge.retries,
-            "prompt": judged["labels"].prompt,
+            "model": judge.client.model, "runs": judge.config.runs, "temperature": judge.config.temperature,
+            "retries": judge.config.retries, "prompt": judged["labels"].prompt,
             **{f"{name}_{key}": getattr(result, key) for name, result in judged.items()
                for key in ("calls", "retried", "malformed")},
         }
-    return Diagnosis(report, trajectories, labels, sources, contrasts, changed, judged, proposed)
+    return Diagnosis(report, trajectories, labels, sources, contrasts, judged, proposed)

@@ -1,106 +1,85 @@
 """`tracegym diagnose PATH... --out DIR`: find the capabilities an agent lacks, with evidence.
 
-PATHs are run files or folders (anything `tracegym ingest` reads) or a trajectories.jsonl that
-`tracegym ingest` wrote. Writes capabilities.json, report.md, coverage_delta.png, labels.jsonl and
-failure_sources.jsonl into DIR and prints the selection table.
-Without --judge-url the deterministic detectors label (N = K = 1); with it, the judge labels in
---judge-runs runs and K defaults to 80% of them (the paper's 8 of 10).
+PATHs are run files or folders (anything `tracegym ingest` reads, including a trajectories.jsonl
+it wrote). Writes capabilities.json, report.md, coverage_delta.png, labels.jsonl and
+failure_sources.jsonl into DIR, replaced together (see tracegym.files), and prints the selection
+table. Settings come from `DiagnoseConfig` (flags, or `--config FILE`). With --keep-going bad
+records are skipped and listed (printed and in report.md); inputs holding no trajectory leave DIR
+as it was (exit 1) unless --allow-empty. Without --judge-url the deterministic detectors label
+(N = K = 1); with it, the judge labels in --judge-runs runs and K defaults to 80% of them (the
+paper's 8 of 10). A run's labels and failure source do not depend on the other PATHs given.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import math
 from pathlib import Path
 
-from tracegym.analysis.diagnose import Diagnosis, attach_gold_patches, diagnose
-from tracegym.analysis.ingest import IngestError, ingest_paths
+from tracegym.analysis.diagnose import DiagnoseConfig, Diagnosis, attach_gold_patches, diagnose
+from tracegym.analysis.ingest import IngestError, IngestResult, ingest_paths
+from tracegym.analysis.ingest.outputs import empty_input, format_skipped
 from tracegym.analysis.judge import LLMJudge
 from tracegym.analysis.llm_client import OpenAIChatClient
 from tracegym.analysis.report import write_outputs
-from tracegym.analysis.selection import SelectionConfig
+from tracegym.config import add_config_arguments, resolve_config
 from tracegym.errors import UserError
-from tracegym.schema import Trajectory, read_jsonl
+from tracegym.files import writing_into
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("diagnose", help="contrastive capability diagnosis of agent runs")
+    parser = subparsers.add_parser("diagnose", help="contrastive capability diagnosis of agent runs",
+                                   description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="run files/folders or an ingested trajectories.jsonl")
     parser.add_argument("--out", type=Path, required=True, help="output folder")
-    parser.add_argument("--keep-going", action="store_true", help="skip bad input records (listed) instead of stopping")
-    parser.add_argument("--judge-url", help="OpenAI-compatible API base, e.g. http://127.0.0.1:8000/v1 (key: OPENAI_API_KEY)")
-    parser.add_argument("--judge-model", default="judge", help="model name sent to the judge endpoint")
-    parser.add_argument("--judge-runs", type=int, default=10, help="independent judge labelling runs N (default 10)")
-    parser.add_argument("--judge-retries", type=int, default=2, help="retries of a malformed judge answer (default 2)")
-    parser.add_argument("--judge-workers", type=int, default=4, help="concurrent judge requests (default 4)")
-    parser.add_argument("--propose", action="store_true", help="ask the judge model to propose new capabilities")
-    parser.add_argument("--rho", type=float, default=0.10, help="minimum coverage ρ (default 0.10)")
-    parser.add_argument("--delta", type=float, default=0.20, help="minimum Δ δ (default 0.20)")
-    parser.add_argument("--k", type=int, default=None, help="runs that must pass (default: 1 deterministic, 80%% of N judged)")
-    parser.add_argument("--n", type=int, default=None, help="labelling runs expected (default: 1 deterministic, --judge-runs)")
-    parser.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples over tasks (default 1000)")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    parser.add_argument("--count-all-failures", action="store_true", help="count user-simulator and benchmark failures too")
-    parser.add_argument("--gold-patches", type=Path, help="SWE-bench reference fixes: JSON {instance_id: patch} or JSONL")
+    add_config_arguments(parser, DiagnoseConfig)
     parser.set_defaults(run=run)
 
 
-def load(paths: list[Path], keep_going: bool) -> list[Trajectory]:
-    """Trajectories from ingested JSONL files and from raw runs (through `ingest_paths`)."""
-    ingested = [p for p in paths if p.is_file() and p.suffix == ".jsonl" and _is_trajectory_jsonl(p)]
-    raw = [p for p in paths if p not in ingested]
-    trajectories: list[Trajectory] = []
-    for path in ingested:
-        try:
-            trajectories.extend(read_jsonl(path))
-        except ValueError as error:
-            raise UserError(str(error)) from None
-    if raw:
-        try:
-            trajectories.extend(ingest_paths(raw, keep_going=keep_going).trajectories)
-        except IngestError as error:
-            raise UserError(f"{error} (use --keep-going to skip it and diagnose the rest)") from None
-    return trajectories
-
-
-def _is_trajectory_jsonl(path: Path) -> bool:
-    with path.open(encoding="utf-8") as handle:
-        first = next((line for line in handle if line.strip()), "")
+def load(paths: list[Path], keep_going: bool) -> IngestResult:
+    """Trajectories from raw runs and ingested trajectories.jsonl files alike (through `ingest_paths`);
+    every skipped record (with `keep_going`) and every walked file that is not a run is printed,
+    one line each."""
     try:
-        record = json.loads(first)
-    except json.JSONDecodeError:
-        return False
-    return isinstance(record, dict) and {"id", "task_id", "source", "messages"} <= record.keys()
+        result = ingest_paths(paths, keep_going=keep_going)
+    except IngestError as error:
+        raise UserError(f"{error} (use --keep-going to skip it and diagnose the rest)") from None
+    for line in format_skipped(result):
+        print(line)
+    if result.ignored:
+        print(f"\nignored files, not runs ({len(result.ignored)}):")
+        for item in result.ignored:
+            print(f"  {item.path}: {item.reason}")
+    return result
+
+
+def check(config: DiagnoseConfig) -> None:
+    """The checks that span settings (one-line UserErrors)."""
+    selection = config.selection.for_runs(config.judge.runs if config.judge.url else 1)
+    if config.propose and not config.judge.url:
+        raise UserError("--propose needs --judge-url (the proposer is an LLM)")
+    if config.judge.runs < 1:
+        raise UserError(f"--judge-runs {config.judge.runs}: at least one labelling run is needed")
+    if not 1 <= selection.k <= selection.n:
+        raise UserError(f"--k {selection.k} must be between 1 and the {selection.n} labelling runs")
 
 
 def run(args: argparse.Namespace) -> int:
-    for path in args.paths:
-        if not path.exists():
-            raise UserError(f"{path}: no such file or folder")
-    trajectories = load(args.paths, args.keep_going)
-    if not trajectories:
-        raise UserError(f"no trajectories found in {', '.join(map(str, args.paths))}")
-    if args.gold_patches:
+    config = resolve_config(DiagnoseConfig, args)
+    check(config)
+    ingested = load(args.paths, config.keep_going)
+    trajectories = ingested.trajectories
+    if not trajectories and not config.allow_empty:
+        raise empty_input(args.paths, args.out)
+    if config.gold_patches:
         try:
-            attach_gold_patches(trajectories, args.gold_patches)
+            attach_gold_patches(trajectories, Path(config.gold_patches))
         except (OSError, ValueError, KeyError, TypeError) as error:
-            raise UserError(f"{args.gold_patches}: not a gold-patch file ({error})") from None
-    judge = None
-    n, k = args.n or 1, args.k or 1
-    if args.judge_url:
-        client = OpenAIChatClient(args.judge_url, args.judge_model)
-        judge = LLMJudge(client, runs=args.judge_runs, retries=args.judge_retries, workers=args.judge_workers)
-        n = args.n or args.judge_runs
-        k = args.k or max(1, math.ceil(0.8 * n))
-    elif args.propose:
-        raise UserError("--propose needs --judge-url (the proposer is an LLM)")
-    if k > n:
-        raise UserError(f"--k {k} is more than the {n} labelling runs")
-    params = SelectionConfig(rho=args.rho, delta=args.delta, k=k, n=n, bootstrap=args.bootstrap, seed=args.seed)
-    diagnosis = diagnose(trajectories, args.paths, params, judge=judge, proposer=judge.client if args.propose else None,
-                         count_all_failures=args.count_all_failures, progress=True)
-    path = write_outputs(diagnosis, args.out)
+            raise UserError(f"{config.gold_patches}: not a gold-patch file ({error})") from None
+    judge = LLMJudge(OpenAIChatClient(config.judge.url, config.judge.model), config.judge) if config.judge.url else None
+    diagnosis = diagnose(trajectories, args.paths, config, judge=judge, progress=True)
+    diagnosis.ingest = ingested
+    with writing_into(args.out):
+        path = write_outputs(diagnosis, args.out)
     print(summary(diagnosis))
     print(f"wrote {args.out / 'capabilities.json'} and {path}")
     return 0

@@ -2,7 +2,8 @@
 
 Each run asks the judge once per trajectory for a verdict on every capability, with the answer
 constrained to a JSON schema and validated with pydantic. A malformed answer (bad JSON, wrong
-shape, a capability missing or unknown, a message index out of range) or a transport error is
+shape, a capability missing or unknown, a message index out of range, a quote that does not occur
+verbatim in the message it cites, a LACKING verdict without one) or a transport error is
 retried up to `retries` times with a new seed, then counted in `JudgeResult.malformed` and left
 unlabelled for that run; nothing raises. Run r uses seeds 1000·r + attempt. Votes across runs
 are taken by `selection.majority` (ties lean to PRESENT).
@@ -13,14 +14,15 @@ from __future__ import annotations
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Literal, TypeVar
+from typing import Callable, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from tqdm import tqdm
 
 from tracegym.analysis.attribution import FailureSource
 from tracegym.analysis.llm_client import ChatClient, ClientError
-from tracegym.schema import Capability, Evidence, Label, LabelValue, Trajectory
+from tracegym.config import option
+from tracegym.schema import Capability, Evidence, Label, LabelValue, Message, Trajectory
 
 MESSAGE_CHARS = 600  # per message in the transcript shown to the judge
 TRANSCRIPT_CHARS = 24_000  # whole transcript; the middle is elided beyond this
@@ -86,16 +88,21 @@ def _strict_schema(model: type[BaseModel]) -> dict:
     return schema
 
 
+def message_text(message: Message) -> str:
+    """One message as the judge reads it, on one line: its text, its tool calls, an error mark."""
+    text = message.content
+    if message.tool_calls:
+        text += " " + " ".join(f"CALL {c.name}({json.dumps(c.arguments)})" for c in message.tool_calls)
+    if message.error:
+        text = "ERROR " + text
+    return " ".join(text.split())
+
+
 def render_transcript(trajectory: Trajectory) -> str:
     """Numbered messages, each cut to MESSAGE_CHARS, the middle elided beyond TRANSCRIPT_CHARS."""
     lines = []
     for index, message in enumerate(trajectory.messages):
-        text = message.content
-        if message.tool_calls:
-            text += " " + " ".join(f"CALL {c.name}({json.dumps(c.arguments)})" for c in message.tool_calls)
-        if message.error:
-            text = "ERROR " + text
-        text = " ".join(text.split())
+        text = message_text(message)
         if len(text) > MESSAGE_CHARS:
             text = text[: MESSAGE_CHARS - 1] + "…"
         lines.append(f"[{index}] {message.role}: {text}")
@@ -104,6 +111,20 @@ def render_transcript(trajectory: Trajectory) -> str:
         half = TRANSCRIPT_CHARS // 2
         transcript = transcript[:half] + "\n[... middle of the run elided ...]\n" + transcript[-half:]
     return transcript
+
+
+def check_quote(trajectory: Trajectory, index: int | None, quote: str, required: bool = False) -> None:
+    """Raise ValueError unless the quote occurs verbatim (up to spacing) in message `index`; a
+    non-empty quote needs an index, and with `required` both are needed."""
+    if index is None:
+        if quote.strip() or required:
+            raise ValueError("a quote without the index of the message it comes from")
+        return
+    if not 0 <= index < len(trajectory.messages):
+        raise ValueError(f"message_index {index} out of range")
+    said = " ".join(quote.split())
+    if (said or required) and (not said or said not in message_text(trajectory.messages[index])):
+        raise ValueError(f"quote {said[:80]!r} does not occur in message {index}")
 
 
 @dataclass
@@ -139,32 +160,41 @@ class JudgeResult:
 Answer = TypeVar("Answer", bound=BaseModel)
 
 
-class LLMJudge:
-    """`runs` independent labelling runs at `temperature`, `retries` extra attempts per answer,
-    `workers` concurrent requests."""
+@dataclass(frozen=True)
+class JudgeConfig:
+    """The LLM judge: where it is, and how many runs of it label."""
 
-    def __init__(self, client: ChatClient, runs: int = 10, retries: int = 2, temperature: float = 0.7,
-                 workers: int = 4) -> None:
+    flag_prefix: ClassVar[str] = "judge"
+    url: str | None = option(None, "OpenAI-compatible API base, e.g. http://127.0.0.1:8000/v1 (key: OPENAI_API_KEY); "
+                                   "none: the deterministic detectors label")
+    model: str = option("judge", "model name sent to the judge endpoint")
+    runs: int = option(10, "independent labelling runs N")
+    retries: int = option(2, "retries of a malformed answer, each with a new seed")
+    temperature: float = option(0.7, "sampling temperature of the judge")
+    workers: int = option(4, "concurrent judge requests")
+
+
+class LLMJudge:
+    """Labels and attributions from `client` under `config` (runs, retries, temperature, workers)."""
+
+    def __init__(self, client: ChatClient, config: JudgeConfig = JudgeConfig()) -> None:
         self.client = client
-        self.runs = runs
-        self.retries = retries
-        self.temperature = temperature
-        self.workers = workers
+        self.config = config
 
     def _ask(self, system: str, user: str, model: type[Answer], check: Callable[[Answer], None], run: int,
              result: Attempts) -> Answer | None:
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         schema = _strict_schema(model)
-        for attempt in range(self.retries + 1):
+        for attempt in range(self.config.retries + 1):
             result.calls += 1
             try:
                 answer = model.model_validate_json(
-                    self.client.complete(messages, schema, model.__name__, self.temperature, 1000 * run + attempt))
+                    self.client.complete(messages, schema, model.__name__, self.config.temperature, 1000 * run + attempt))
                 check(answer)
                 return answer
             except (ClientError, ValidationError, ValueError) as error:
                 result.errors.append(f"run {run} attempt {attempt}: {str(error).splitlines()[0]}")
-                if attempt < self.retries:
+                if attempt < self.config.retries:
                     result.retried += 1
         result.malformed += 1
         return None
@@ -185,8 +215,7 @@ class LLMJudge:
                 if sorted(given) != sorted(names):
                     raise ValueError(f"verdicts name {sorted(given)}, expected each of {sorted(names)} once")
                 for verdict in answer.verdicts:
-                    if verdict.message_index is not None and not 0 <= verdict.message_index < len(trajectory.messages):
-                        raise ValueError(f"message_index {verdict.message_index} out of range")
+                    check_quote(trajectory, verdict.message_index, verdict.quote, required=verdict.value == "LACKING")
 
             answer = self._ask(system, render_transcript(trajectory), LabelAnswer, check, run, attempts)
             if answer is None:
@@ -195,8 +224,8 @@ class LLMJudge:
                           evidence=[Evidence(message_index=v.message_index, quote=v.quote)],
                           labeller=f"judge:{self.client.model}", run=run) for v in answer.verdicts], attempts
 
-        jobs = [(run, t) for run in range(self.runs) for t in trajectories]
-        with ThreadPoolExecutor(self.workers) as pool:
+        jobs = [(run, t) for run in range(self.config.runs) for t in trajectories]
+        with ThreadPoolExecutor(self.config.workers) as pool:
             for labels, attempts in tqdm(pool.map(one, jobs), total=len(jobs), desc="judging", unit="call",
                                          disable=not progress):
                 result.labels.extend(labels)
@@ -215,8 +244,7 @@ class LLMJudge:
                 gold=json.dumps(trajectory.diagnostics.get("gold_actions") or [])[:4000])
 
             def check(answer: SourceAnswer) -> None:
-                if answer.message_index is not None and not 0 <= answer.message_index < len(trajectory.messages):
-                    raise ValueError(f"message_index {answer.message_index} out of range")
+                check_quote(trajectory, answer.message_index, answer.quote)
 
             answer = self._ask(system, render_transcript(trajectory), SourceAnswer, check, 0, attempts)
             if answer is None:
@@ -224,7 +252,7 @@ class LLMJudge:
             return FailureSource(trajectory_id=trajectory.id, source=answer.source, reason=answer.reason, method="judge",
                                  evidence=Evidence(message_index=answer.message_index, quote=answer.quote)), attempts
 
-        with ThreadPoolExecutor(self.workers) as pool:
+        with ThreadPoolExecutor(self.config.workers) as pool:
             answered = list(tqdm(pool.map(one, failed), total=len(failed), desc="attributing", unit="call",
                                  disable=not progress))
         for _, attempts in answered:

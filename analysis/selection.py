@@ -7,18 +7,20 @@ failures attributed to the agent):
     ER+  = lacking_passed / (lacking_passed + present_passed)
     Δ    = ER- − ER+
 Any ratio with an empty denominator is None (and so is Δ when either rate is). c is selected when
-Cov ≥ ρ and Δ ≥ δ in at least K of the N runs (defaults ρ 0.10, δ 0.20, K 8, N 10; deterministic
-labellers use N = K = 1). The 95% interval of the mean-over-runs Δ resamples tasks with
+Cov ≥ ρ and Δ ≥ δ in at least K of the N runs (defaults ρ 0.10, δ 0.20, N the labeller's runs and
+K 80% of N rounded up: 8 of 10 for the judge, 1 of 1 for the deterministic detectors). The 95% interval of the mean-over-runs Δ resamples tasks with
 replacement; the paired estimate compares failures with successes of the same task.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from tracegym.config import option
 from tracegym.schema import Capability, CapabilityReport, CapabilityStats, Label, LabelValue
 
 LACKING_FAILED, PRESENT_FAILED, LACKING_PASSED, PRESENT_PASSED = range(4)
@@ -27,14 +29,20 @@ EVIDENCE_KEPT = 3  # evidence items kept per explained failure
 
 @dataclass(frozen=True)
 class SelectionConfig:
-    """ρ (min coverage), δ (min Δ), K of N runs, bootstrap resamples and seed."""
+    """Selection thresholds (papers/TRACE.md §1) and the task bootstrap of the Δ interval."""
 
-    rho: float = 0.10
-    delta: float = 0.20
-    k: int = 8
-    n: int = 10
-    bootstrap: int = 1000
-    seed: int = 0
+    rho: float = option(0.10, "minimum coverage ρ: share of counted failures labelled LACKING")
+    delta: float = option(0.20, "minimum Δ = ER− − ER+ (difference of two shares)")
+    k: int | None = option(None, "labelling runs in which a capability must pass; none: 80% of N rounded up "
+                                 "(1 of 1 for the deterministic detectors, 8 of 10 for the judge)")
+    n: int | None = option(None, "labelling runs expected; none: the labeller's runs (1 deterministic, --judge-runs)")
+    bootstrap: int = option(1000, "bootstrap resamples over tasks for the 95% interval of Δ (0: no interval)")
+    seed: int = option(0, "bootstrap seed")
+
+    def for_runs(self, runs: int) -> "SelectionConfig":
+        """K and N made concrete for a labeller with `runs` runs (see the field help)."""
+        n = self.n if self.n is not None else runs
+        return replace(self, n=n, k=self.k if self.k is not None else max(1, math.ceil(0.8 * n)))
 
 
 @dataclass(frozen=True)
@@ -156,8 +164,10 @@ def select(capabilities: list[Capability], labels: list[Label], outcomes: dict[s
            params: SelectionConfig = SelectionConfig()) -> CapabilityReport:
     """The CapabilityReport over the counted trajectories in `outcomes` (pass only agent-caused
     failures and all successes to exclude the rest). `params.n` is the number of labelling runs
-    expected; runs missing from `labels` count as failed runs for the K-of-N rule."""
+    expected (default: the runs in `labels`); runs missing from `labels` count as failed runs for
+    the K-of-N rule."""
     runs, table = _index(labels, outcomes)
+    params = params.for_runs(max(len(runs), 1))
     tasks = sorted({o.task for o in outcomes.values()})
     total_failed = sum(not o.success for o in outcomes.values())
     voted = majority([l for l in labels if l.trajectory_id in outcomes])

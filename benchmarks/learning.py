@@ -30,12 +30,13 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from tracegym.adapters.grpo import GRPOConfig, GRPOTrainer, read_log
-from tracegym.adapters.heldout import heldout_reward
+from tracegym.adapters.config import CreditConfig, GRPOConfig, WarmStartConfig
+from tracegym.adapters.grpo import GRPOTrainer, read_log
+from tracegym.adapters.heldout import score_heldout
 from tracegym.adapters.lora import attach_lora
-from tracegym.adapters.sft import WarmStartConfig, warm_start
-from tracegym.adapters.train import TINY_MODEL, env_factory_for, load_base
-from tracegym.models import DEFAULT_MODEL
+from tracegym.adapters.sft import warm_start
+from tracegym.adapters.train import env_factory_for, load_base
+from tracegym.config import DEFAULT_MODEL, TINY_MODEL, RolloutConfig
 from tracegym.schema import EnvSpec
 
 FULL = dict(model=DEFAULT_MODEL, sft_steps=8, sft_batch=2, steps=2, groups=1, group_size=4, heldout=12, max_new_tokens=None, seeds=3)
@@ -66,8 +67,9 @@ def run(args: argparse.Namespace, out: Path) -> dict:
         warm_file.write_text(json.dumps(warm_metrics))
     warm_seconds = time.perf_counter() - started
     eval_seeds = range(spec.eval_seeds[0], spec.eval_seeds[0] + settings["heldout"])
-    evaluate = lambda model: heldout_reward(model, tokenizer, factory, eval_seeds, rollouts_per_seed=1,  # noqa: E731
-                                            temperature=0.7, max_new_tokens=settings["max_new_tokens"])
+    rollout = RolloutConfig(max_new_tokens=settings["max_new_tokens"])
+    evaluation = RolloutConfig(temperature=0.7, max_new_tokens=settings["max_new_tokens"])
+    evaluate = lambda model: score_heldout(model, tokenizer, factory, eval_seeds, evaluation, sampled=1).summary()["sampled_reward"]  # noqa: E731
     before = evaluate(warm_model)
     print(f"warm start: {warm_metrics['first_loss']:.3f} -> {warm_metrics['final_loss']:.4f} loss in {warm_seconds:.0f} s; "
           f"held-out reward {before['mean']:.3f} [{before['low']:.3f}, {before['high']:.3f}]", flush=True)
@@ -77,9 +79,9 @@ def run(args: argparse.Namespace, out: Path) -> dict:
             model, _ = load_base(settings["model"])
             policy = attach_lora(model, adapter_dir=out / "warm_start")
             config = GRPOConfig(steps=settings["steps"], groups_per_step=settings["groups"], group_size=settings["group_size"],
-                                learning_rate=args.lr, mini_batches=2, max_new_tokens=settings["max_new_tokens"],
-                                hint_fraction=0.25, credit=credit, seed=seed, save_every=settings["steps"])
-            trainer = GRPOTrainer(policy, tokenizer, factory, config, out / f"{credit}_{seed}", train_seeds=spec.train_seeds)
+                                learning_rate=args.lr, mini_batches=2, hint_fraction=0.25, credit=CreditConfig(credit=credit),
+                                seed=seed, save_every=settings["steps"])
+            trainer = GRPOTrainer(policy, tokenizer, factory, config, rollout, out / f"{credit}_{seed}", train_seeds=spec.train_seeds)
             trainer.resume()
             started = time.perf_counter()
             trainer.train(progress=not args.quick)

@@ -14,66 +14,30 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tracegym.adapters.checkpoint import find_checkpoint
-from tracegym.adapters.grpo import CHECKPOINT_DIR, GRPOConfig
-from tracegym.adapters.sft import WarmStartConfig
-from tracegym.adapters.train import CalibrationConfig, train_adapter
-from tracegym.analysis.cli import format_table
+from tracegym.adapters.grpo import CHECKPOINT_DIR
+from tracegym.adapters.train import train_adapter
+from tracegym.analysis.ingest.outputs import format_table
 from tracegym.analysis.diagnose import diagnose
 from tracegym.analysis.examples import write_example_run
 from tracegym.analysis.ingest import ingest_paths
 from tracegym.analysis.report import write_outputs
+from tracegym.config import config_dict
+from tracegym.eval.config import RunConfig
 from tracegym.eval.rundir import RunDirectory
-from tracegym.models import DEFAULT_MODEL
+from tracegym.models import check_model
 from tracegym.schema import AdapterArtifact, CapabilityReport, EnvSpec, read_jsonl, write_jsonl
 from tracegym.synth_envs.synthesise import synthesise
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class RunConfig:
-    """What `tracegym run` does. Defaults size a CPU demo on the embedded model (minutes, not hours).
-
-    inputs: agent run files or folders; empty means the project's own example run.
-    max_adapters: capabilities trained, in order of mean Δ (the rest are listed, not trained).
-    warm_start_dialogues / warm_start_steps / warm_start_batch: SFT on oracle dialogues before
-        GRPO (SmolLM2-135M: ≈11 s per step of 2 dialogues on 2 cores).
-    calibration_seeds × calibration_rollouts: episodes per knob setting when calibrating the
-        environment to the warm-started policy (0 seeds: keep the default knobs).
-    grpo_steps, groups_per_step, group_size: GRPO updates and rollouts per update.
-    micro_batch_size: episodes per GRPO forward/backward (memory: on CPU a 2,000-token episode
-        of SmolLM2-135M needs a few GiB of activations, so the default is 1).
-    max_new_tokens: per assistant turn, in rollouts, calibration and held-out scoring (None: fitted
-        to each family, 1.25 × its longest oracle turn).
-    heldout_seeds: held-out seeds (2 rollouts each) scored before and after training.
-    On 2 CPU cores every episode turn re-reads a ~800-token prompt, so rollouts dominate the time.
-    """
-
-    model: str = DEFAULT_MODEL
-    inputs: list[str] = field(default_factory=list)
-    max_adapters: int = 1
-    credit: str = "trace"
-    warm_start_dialogues: int = 32
-    warm_start_steps: int = 8
-    warm_start_batch: int = 2
-    calibration_seeds: int = 4
-    calibration_rollouts: int = 2
-    grpo_steps: int = 2
-    groups_per_step: int = 2
-    group_size: int = 4
-    micro_batch_size: int = 1
-    max_new_tokens: int | None = None
-    heldout_seeds: int = 8
-    seed: int = 0
-
-
 def run_pipeline(out_dir: str | Path, config: RunConfig) -> dict[str, object]:
     """Run (or resume) every stage into `out_dir`; returns the summary also written to summary.json."""
-    run = RunDirectory(out_dir, asdict(config))
+    check_model(config.model)
+    run = RunDirectory(out_dir, config_dict(config), [Path(p) for p in config.inputs])
 
     def ingest(stage: Path) -> list[Path]:
         inputs = [Path(p) for p in config.inputs] or [write_example_run(stage / "example_run")]
@@ -92,7 +56,7 @@ def run_pipeline(out_dir: str | Path, config: RunConfig) -> dict[str, object]:
 
     def synth(stage: Path) -> list[Path]:
         report = CapabilityReport.model_validate_json((run.root / "analysis" / "capabilities.json").read_text())
-        synthesise(report.selected_capabilities(), stage)
+        synthesise(report.selected_capabilities(), stage, config)  # calibrated per adapter, after its warm start
         return [stage / "env_specs.jsonl", stage / "matches.json"]
 
     run.run_stage("trajectories", ingest)
@@ -110,23 +74,7 @@ def run_pipeline(out_dir: str | Path, config: RunConfig) -> dict[str, object]:
 
 
 def _train(stage: Path, spec: EnvSpec, config: RunConfig) -> list[Path]:
-    grpo = GRPOConfig(
-        steps=config.grpo_steps, credit=config.credit, groups_per_step=config.groups_per_step,
-        group_size=config.group_size, micro_batch_size=config.micro_batch_size, max_new_tokens=config.max_new_tokens,
-        seed=config.seed,
-    )
-    warm = WarmStartConfig(
-        dialogues=config.warm_start_dialogues, steps=config.warm_start_steps, batch_size=config.warm_start_batch,
-        seed=config.seed,
-    )
-    calibration = (
-        CalibrationConfig(seeds=config.calibration_seeds, rollouts=config.calibration_rollouts)
-        if config.calibration_seeds else None
-    )
-    train_adapter(
-        spec, stage, grpo, model_name=config.model, warm=warm, heldout_seeds=config.heldout_seeds,
-        resume=find_checkpoint(stage / CHECKPOINT_DIR) is not None, calibration=calibration,
-    )
+    train_adapter(spec, stage, config, resume=find_checkpoint(stage / CHECKPOINT_DIR) is not None)
     return [stage / "artifact.json", stage / "adapter_model.safetensors"]
 
 
@@ -141,8 +89,9 @@ def _summary(root: Path, specs: list[EnvSpec], artifacts: list[AdapterArtifact],
             "capability": spec.capability,
             "family": spec.family,
             "adapter": artifact.path if artifact else None,
-            "heldout_before": metrics.get("heldout_before", {}).get("mean"),
-            "heldout_after": metrics.get("heldout_after", {}).get("mean"),
+            "heldout_before": metrics.get("heldout_before", {}).get("greedy_reward", {}).get("mean"),
+            "heldout_after": metrics.get("heldout_after", {}).get("greedy_reward", {}).get("mean"),
+            "heldout_difference": metrics.get("heldout_difference", {}).get("greedy_reward"),
         })
     return {"run_dir": str(root), "selected": report.selected, "model": config.model, "adapters": rows}
 
@@ -151,12 +100,14 @@ def format_summary(summary: dict[str, object]) -> str:
     """The closing table of `tracegym run`."""
     lines = [f"run directory: {summary['run_dir']}   model: {summary['model']}",
              f"selected capabilities: {', '.join(summary['selected']) or 'none'}",
-             f"{'capability':30s} {'family':28s} {'held-out before':>16s} {'after':>8s}  adapter"]
+             "held-out greedy reward before -> after training, with the paired 95% interval of the change",
+             f"{'capability':30s} {'family':28s} {'before':>7s} {'after':>7s} {'change [95% interval]':>24s}  adapter"]
     for row in summary["adapters"]:
-        before, after = row["heldout_before"], row["heldout_after"]
+        before, after, change = row["heldout_before"], row["heldout_after"], row["heldout_difference"]
+        interval = f"{change['mean']:+.3f} [{change['low']:+.3f}, {change['high']:+.3f}]" if change else "-"
         lines.append(
             f"{row['capability'][:30]:30s} {row['family'][:28]:28s} "
-            f"{'-' if before is None else f'{before:.3f}':>16s} {'-' if after is None else f'{after:.3f}':>8s}  "
+            f"{'-' if before is None else f'{before:.3f}':>7s} {'-' if after is None else f'{after:.3f}':>7s} {interval:>24s}  "
             f"{row['adapter'] or 'not trained (raise --max-adapters)'}"
         )
     return "\n".join(lines)

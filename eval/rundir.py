@@ -1,33 +1,33 @@
 """A resumable run directory: `run.json` plus one folder per stage.
 
-`run.json` records what ran (command, config, package versions) and, per stage, the relative
-path and sha256 of every artifact it wrote. A stage whose artifacts are all present with the
-recorded hashes is skipped on rerun; any other stage runs again in its own folder, where it may
-resume from what an interrupted attempt left (training checkpoints, for instance).
+`run.json` records what ran (command, config, package versions), the sha256 of every input
+(a folder's: of its files' relative paths and contents), and, per stage, the relative path and
+sha256 of every artifact it wrote. A stage whose artifacts are all present with the recorded
+hashes is skipped on rerun; any other stage runs again in its own folder, where it may resume
+from what an interrupted attempt left (training checkpoints, for instance). When an input's
+content changed since the run was made, every stage depends on it: the stage folders are removed
+and all stages run again, and the run says so.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import os
 import platform
+import shutil
 import sys
 import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from tracegym.files import write_text_atomic
+from tracegym.errors import UserError
+from tracegym.files import sha256_file, write_text_atomic
 
+logger = logging.getLogger(__name__)
 _VERSIONED = ("tracegym", "torch", "transformers", "peft", "trl", "datasets")
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def package_versions() -> dict[str, str]:
@@ -40,33 +40,79 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-class RunDirectoryError(ValueError):
-    """The directory holds a run made with another config."""
+def sha256_input(path: Path) -> str:
+    """A file's sha256, or a folder's: over the sorted relative paths and contents of its files
+    (links followed once by real path)."""
+    if path.is_file():
+        return sha256_file(path)
+    digest = hashlib.sha256()
+    seen: set[str] = set()
+    for folder, dirs, files in os.walk(path, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:
+            dirs.clear()
+            continue
+        seen.add(real)
+        dirs.sort()
+        for name in sorted(files):
+            file = Path(folder) / name
+            digest.update(str(file.relative_to(path)).encode() + b"\0" + sha256_file(file).encode())
+    return digest.hexdigest()
+
+
+class RunDirectoryError(UserError):
+    """The directory holds a run made with another config, or a run.json that cannot be read."""
 
 
 class RunDirectory:
-    """Stage bookkeeping for one run; `config` is stored and must match on resume."""
+    """Stage bookkeeping for one run; `config` is stored and must match on resume, `inputs` are
+    hashed (a changed input reruns every stage)."""
 
-    def __init__(self, root: str | Path, config: dict[str, Any]) -> None:
+    def __init__(self, root: str | Path, config: dict[str, Any], inputs: list[Path] = ()) -> None:
         self.root = Path(root).resolve()
-        self.root.mkdir(parents=True, exist_ok=True)
         self.manifest_path = self.root / "run.json"
+        hashes = {str(path): sha256_input(path) for path in inputs}
         if self.manifest_path.exists():
-            self.manifest = json.loads(self.manifest_path.read_text())
+            self.manifest = self._read()
             if self.manifest.get("config") != config:
                 raise RunDirectoryError(
                     f"{self.manifest_path}: this run directory was made with another config "
                     f"({self.manifest.get('config')}); use a new --out directory"
                 )
+            changed = sorted(p for p, h in hashes.items() if self.manifest.get("inputs", {}).get(p) != h)
+            if changed:
+                logger.warning("input changed since this run was made: %s; rerunning every stage", ", ".join(changed))
+                self._clear_stages()
+                self.manifest["inputs"] = hashes
+                self._save()
         else:
+            self.root.mkdir(parents=True, exist_ok=True)
             self.manifest = {
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "command": sys.argv,
                 "config": config,
                 "versions": package_versions(),
+                "inputs": hashes,
                 "stages": {},
             }
             self._save()
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            manifest = json.loads(self.manifest_path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise RunDirectoryError(f"{self.manifest_path}: not a readable run manifest ({error}); "
+                                    f"use a new --out directory or remove the file") from None
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("stages"), dict):
+            raise RunDirectoryError(f"{self.manifest_path}: not a run manifest (no 'stages' table); "
+                                    f"use a new --out directory or remove the file")
+        return manifest
+
+    def _clear_stages(self) -> None:
+        """Remove every stage's folder and record: they were made from the old inputs."""
+        for stage in self.manifest["stages"]:
+            shutil.rmtree(self.root / stage, ignore_errors=True)
+        self.manifest["stages"] = {}
 
     def stage_dir(self, stage: str) -> Path:
         path = self.root / stage

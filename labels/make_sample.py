@@ -3,7 +3,10 @@
 Stratified by run file: from each chosen run, `failures` failed and `successes` passed
 simulations drawn at random (seed 20261130). Each drawn trajectory is then assigned to the
 "tune" or "test" half by a second seeded shuffle, so the split is fixed before any label or
-detector output is seen. Writes labels/sample.json; rerunning reproduces it exactly.
+detector output is seen. A second round (`ROUND_2`, its own seeds) draws 46 more trajectories
+that are in neither half yet, from the same runs and the runs round 1 left out, and splits them
+the same way: the halves grow with fresh trajectories no labeller was tuned on. Writes
+labels/sample.json (round 1, then round 2); rerunning reproduces it exactly.
 
     python labels/make_sample.py [--data ../shared/data]
 """
@@ -30,31 +33,54 @@ PLAN: dict[str, tuple[int, int]] = {
     "telecom/gpt-4o__llm_agent__20sims_1trial.json": (4, 3),
     "telecom/gpt-4.1-finetuned-tau2-sft__llm_agent__40sims_1trial.json": (4, 3),
 }
+ROUND_2: dict[str, tuple[int, int]] = {
+    "airline/claude-opus-4-6__llm_agent__44sims_1trial.json": (3, 2),
+    "airline/gpt-4.1__llm_agent__20sims_1trial.json": (3, 2),
+    "airline/gpt-4.1-finetuned-tau2-sft__llm_agent__20sims_1trial.json": (3, 2),
+    "airline/gpt-4o-2024-11-20__llm_agent__50sims_1trial.json": (2, 1),
+    "airline/gpt-oss-120b__langchain_agent__50sims_1trial.json": (2, 1),
+    "airline/qwen2.5-7b__llm_agent__50sims_1trial.json": (2, 1),
+    "retail/gpt-4.1__llm_agent__40sims_1trial.json": (1, 3),
+    "retail/gpt-4.1-finetuned-tau2-sft__llm_agent__40sims_1trial.json": (1, 3),
+    "telecom/gpt-4.1__llm_agent_solo__40sims_1trial__solo.json": (3, 2),
+    "telecom/gpt-4.1-finetuned-tau2-sft__llm_agent_solo__40sims_1trial__solo.json": (2, 2),
+    "telecom/gpt-4.1__llm_agent__40sims_1trial.json": (3, 2),
+}
 
 
-def draw(data: Path) -> list[dict]:
-    rng = random.Random(SEED)
+def draw(data: Path, plan: dict[str, tuple[int, int]], seed: int, taken: set[tuple[str, str]]) -> list[dict]:
+    """One round: per run file, failures and successes drawn at random among the graded
+    simulations not `taken`, then split into halves by a seeded shuffle."""
+    rng = random.Random(seed)
     sample = []
-    for run_file, (n_fail, n_pass) in PLAN.items():
+    for run_file, (n_fail, n_pass) in plan.items():
         simulations = json.loads((data / "tau2" / "results" / run_file).read_text())["simulations"]
-        graded = [s for s in simulations if (s.get("reward_info") or {}).get("reward") is not None]
+        graded = [s for s in simulations if (s.get("reward_info") or {}).get("reward") is not None
+                  and (run_file, s["id"]) not in taken]
         failed = [s for s in graded if s["reward_info"]["reward"] < 1.0]
         passed = [s for s in graded if s["reward_info"]["reward"] >= 1.0]
         for sim in rng.sample(failed, n_fail) + rng.sample(passed, n_pass):
             sample.append({"run_file": run_file, "sim_id": sim["id"], "task_id": str(sim["task_id"]),
                            "reward": sim["reward_info"]["reward"]})
     order = list(range(len(sample)))
-    random.Random(SEED + 1).shuffle(order)
+    random.Random(seed + 1).shuffle(order)
     for rank, index in enumerate(order):
         sample[index]["split"] = "tune" if rank < len(order) // 2 else "test"
     return sample
+
+
+def draw_all(data: Path) -> list[dict]:
+    """Round 1, then round 2 (which excludes round 1's trajectories)."""
+    first = draw(data, PLAN, SEED, set())
+    second = draw(data, ROUND_2, SEED + 2, {(e["run_file"], e["sim_id"]) for e in first})
+    return first + [{**entry, "round": 2} for entry in second]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
     args = parser.parse_args()
-    sample = draw(args.data)
+    sample = draw_all(args.data)
     out = Path(__file__).with_name("sample.json")
     out.write_text(json.dumps(sample, indent=1) + "\n")
     print(f"{len(sample)} trajectories -> {out}")

@@ -1,3 +1,11 @@
-"""Routed LoRA mixture, router training, task router and OpenAI-compatible server (DESIGN.md,
-moe_router). The folder is part of the layout the foundation sets up; its modules come with the
-issue that builds the routing stage."""
+"""The routed adapter mixture and its server (DESIGN.md moe_router; papers/TRACE.md §1, stage 4).
+
+- `lora_weights`: PEFT LoRA folders as tensors; `mixture`: the routed linear layers, per-layer
+  gates and routing overrides, built into a transformers model in place;
+- `router_data`: token-labelled oracle dialogues; `router_training`: gates fitted on hidden
+  states (cross-entropy + load balance), held-out routing accuracy;
+- `task_router`: the paper's v1 router (one adapter per task from label tokens);
+- `route`: `tracegym route`'s work; `folder`: the routed folder and `load_policy`;
+- `chat_api`: the OpenAI wire format; `engine`: batched generation behind a bounded queue;
+  `server`: the FastAPI app; `configs`: route and serve settings; `cli`: `tracegym route|serve`.
+"""

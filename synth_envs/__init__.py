@@ -1,12 +1,19 @@
 """Synthetic capability environments: seeded, verifiable, multi-turn tool environments.
 
-- `base`: the Environment API (reset/step/tools/system_prompt, oracle, gold_answer, hint, knobs)
-  and `play` for scripted turns;
-- `registry`: capability name -> family, `make_env`, matching a CapabilityReport to families;
-- `families/`: one module per capability (seven families);
+- `base`: the base class of the families (the protocol of `tracegym.environment`: reset/step,
+  system_prompt, oracle, gold_answer, hint; knobs, worlds, episode state) and `play` for scripted turns;
+- `tools`: the `@tool` decorator: typed methods whose JSON schemas and argument checks come from
+  their signatures and docstrings;
+- `cache`: the bounded cache behind every memo (worlds, system prompts, verdicts, SQL results);
+- `registry`: family registration, `make_env`, and the capability -> family table;
+- `families/`: one module per family (seven);
 - `checks`: oracle checks every generated episode passes (else it is regenerated);
 - `calibration`: knob search against a policy until the mean reward is in the target band;
-- `sandbox`: the contained test runner of the code-repair family;
-- `trl_adapter`: any environment as a TRL `environment_factory`;
+- `sandbox`: runs the code-repair family's untrusted code in a bubblewrap sandbox (namespaces,
+  seccomp, limits; refuses where none can be set up) and grades it from outside;
+  `sandbox_runner` is the program it runs inside;
+- `degenerate`: five degenerate policies (refuse, answer without acting, do nothing, random
+  valid calls, repeat the first tool) whose mean reward every family keeps low;
+- `trl_adapter`: any family as a TRL `environment_factory`;
 - `cli`: `tracegym envs list|show` and `tracegym synth`.
 """

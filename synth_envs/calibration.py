@@ -5,7 +5,8 @@ reward over seeds × rollouts at a knob setting and move along the family's diff
 (`Environment.ladder`, easy -> hard) by bisection until the mean lands in the target band
 (default 0.2-0.6). Every measured point is kept as the calibration curve (knobs -> mean reward,
 success rate, share of all-0 and all-1 groups). papers/TRACE.md §1 uses 100 seeds × 16
-rollouts at T = 0.7; the defaults here are smaller so CPU runs finish, and are arguments.
+rollouts at T = 0.7; the defaults here (`CalibrationConfig`) are smaller so CPU runs finish, and
+the policy is measured at the temperature it is trained at (`RolloutConfig.temperature`).
 
 `measure` is any callable (family, knobs, seeds, rollouts) -> rewards grouped per seed, so the
 search runs the same against a real backend (`backend_measure`, through tracegym.rollout) and a
@@ -19,9 +20,12 @@ import logging
 import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, ClassVar, Protocol, Sequence
 
-from tracegym.synth_envs.base import Environment, StepResult
+from tracegym.config import RolloutConfig, option
+
+from tracegym.environment import StepResult
+from tracegym.synth_envs.base import Environment
 from tracegym.synth_envs.registry import get_family, make_env
 
 logger = logging.getLogger(__name__)
@@ -30,13 +34,17 @@ Measure = Callable[[str, dict[str, Any], Sequence[int], int], list[list[float]]]
 
 
 @dataclass(frozen=True)
-class Band:
-    """Target mean reward band and the paper's group-level acceptance limits."""
+class CalibrationConfig:
+    """Fit an environment's difficulty knobs to the policy before training."""
 
-    low: float = 0.2
-    high: float = 0.6
-    max_all_zero: float = 0.2
-    max_all_one: float = 0.2
+    flag_prefix: ClassVar[str] = "calibration"
+    enabled: bool = option(False, "search the family's knobs against the (warm-started) policy")
+    seeds: int = option(8, "seeds per knob setting (the paper uses 100)")
+    rollouts: int = option(4, "rollouts per seed (the paper uses 16)")
+    low: float = option(0.2, "lower end of the target band of mean reward")
+    high: float = option(0.6, "upper end of the target band of mean reward")
+    max_all_zero: float = option(0.2, "largest share of groups rewarded 0 throughout, for full acceptance")
+    max_all_one: float = option(0.2, "largest share of groups rewarded 1 throughout, for full acceptance")
 
 
 @dataclass
@@ -61,13 +69,13 @@ class Point:
                    round(sum(all(r == 0.0 for r in g) for g in groups) / len(groups), 4),
                    round(sum(all(r >= 1.0 for r in g) for g in groups) / len(groups), 4), len(groups), len(groups[0]))
 
-    def in_band(self, band: Band) -> bool:
-        return band.low <= self.mean_reward <= band.high
+    def in_band(self, config: CalibrationConfig) -> bool:
+        return config.low <= self.mean_reward <= config.high
 
-    def accepted(self, band: Band) -> bool:
+    def accepted(self, config: CalibrationConfig) -> bool:
         """The paper's full acceptance: mean and success in band, few degenerate groups."""
-        return (self.in_band(band) and band.low <= self.success_rate <= band.high
-                and self.all_zero_groups <= band.max_all_zero and self.all_one_groups <= band.max_all_one)
+        return (self.in_band(config) and config.low <= self.success_rate <= config.high
+                and self.all_zero_groups <= config.max_all_zero and self.all_one_groups <= config.max_all_one)
 
 
 @dataclass
@@ -75,7 +83,7 @@ class Calibration:
     """The search result for one family: chosen knobs and the measured curve."""
 
     family: str
-    band: Band
+    config: CalibrationConfig
     knobs: dict[str, Any]
     in_band: bool
     accepted: bool
@@ -83,14 +91,14 @@ class Calibration:
     policy: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"family": self.family, "policy": self.policy, "band": asdict(self.band), "knobs": self.knobs,
+        return {"family": self.family, "policy": self.policy, "config": asdict(self.config), "knobs": self.knobs,
                 "in_band": self.in_band, "accepted": self.accepted,
                 "curve": [asdict(p) for p in sorted(self.curve, key=lambda p: p.ladder_index)]}
 
 
-def calibrate(family: str, measure: Measure, seeds: Sequence[int] = range(20), rollouts: int = 4,
-              band: Band = Band(), policy: str = "") -> Calibration:
-    """Bisect the family's ladder (easy -> hard) until the mean reward is inside `band`.
+def calibrate(family: str, measure: Measure, config: CalibrationConfig, policy: str = "") -> Calibration:
+    """Bisect the family's ladder (easy -> hard) until the mean reward is inside the band, measuring
+    `config.seeds` seeds × `config.rollouts` rollouts per rung.
 
     Too easy (mean above the band) moves harder, too hard moves easier. If no rung lands in the
     band, the rung whose mean is closest to the band is chosen and `in_band` is False.
@@ -101,21 +109,22 @@ def calibrate(family: str, measure: Measure, seeds: Sequence[int] = range(20), r
     low, high, curve = 0, len(ladder) - 1, []
     while low <= high:
         middle = (low + high) // 2
-        point = Point.from_groups(dict(ladder[middle]), middle, measure(family, dict(ladder[middle]), seeds, rollouts))
+        groups = measure(family, dict(ladder[middle]), range(config.seeds), config.rollouts)
+        point = Point.from_groups(dict(ladder[middle]), middle, groups)
         curve.append(point)
         logger.info("%s rung %d %s: mean reward %.3f, success %.2f", family, middle, point.knobs, point.mean_reward,
                     point.success_rate)
-        if point.in_band(band):
+        if point.in_band(config):
             break
-        if point.mean_reward > band.high:
+        if point.mean_reward > config.high:
             low = middle + 1
         else:
             high = middle - 1
-    centre = (band.low + band.high) / 2
+    centre = (config.low + config.high) / 2
     # ties (e.g. a policy that solves every rung) go to the hardest rung when too easy, the easiest when too hard
-    best = min(curve, key=lambda p: (not p.in_band(band), round(abs(p.mean_reward - centre), 6),
-                                     -p.ladder_index if p.mean_reward > band.high else p.ladder_index))
-    return Calibration(family, band, best.knobs, best.in_band(band), best.accepted(band), curve, policy)
+    best = min(curve, key=lambda p: (not p.in_band(config), round(abs(p.mean_reward - centre), 6),
+                                     -p.ladder_index if p.mean_reward > config.high else p.ladder_index))
+    return Calibration(family, config, best.knobs, best.in_band(config), best.accepted(config), curve, policy)
 
 
 def write_calibrations(calibrations: Sequence[Calibration], path: str | Path) -> None:
@@ -139,10 +148,10 @@ def policy_measure(policy: Policy) -> Measure:
             group = []
             for rollout in range(rollouts):
                 observation = env.reset(seed)
-                result = StepResult(observation, 0.0, False)
+                result = StepResult(observation, 0.0, False, False)
                 for turn in range(env.max_turns + 1):
                     result = env.step(policy.act(env, seed, rollout, turn, result.observation))
-                    if result.done:
+                    if result.ended:
                         break
                 group.append(result.reward)
             groups.append(group)
@@ -151,13 +160,16 @@ def policy_measure(policy: Policy) -> Measure:
     return measure
 
 
-def backend_measure(backend: Any, params: Any, hint_fraction: float = 0.0, progress: bool = True) -> Measure:
-    """A `Measure` that rolls out a generation backend with `tracegym.rollout.run_episodes`."""
+def backend_measure(backend: Any, rollout: RolloutConfig, progress: bool = True) -> Measure:
+    """A `Measure` that rolls out a generation backend (unhinted) with `tracegym.rollout.run_episodes`."""
+    from tracegym.generation import SamplingConfig
     from tracegym.rollout import run_episodes
+
+    params = SamplingConfig(max_new_tokens=rollout.max_new_tokens, temperature=rollout.temperature)
 
     def measure(family: str, knobs: dict[str, Any], seeds: Sequence[int], rollouts: int) -> list[list[float]]:
         episodes = run_episodes(backend, lambda: make_env(family, **knobs), list(seeds), rollouts, params,
-                                hint_fraction=hint_fraction, progress=progress)
+                                progress=progress)
         return [[e.reward for e in episodes[i * rollouts:(i + 1) * rollouts]] for i in range(len(seeds))]
 
     return measure

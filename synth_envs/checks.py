@@ -4,54 +4,43 @@ Every episode an environment accepts has passed, besides the family's own `_reje
 detectable, answer not guessable...): the oracle trajectory earns exactly 1.0, and every plausible
 wrong trajectory the family lists (`_wrong`) earns less. `Environment.reset` calls
 `verify_generated` and regenerates from the next derived seed when it fails; `rejection_report`
-measures how often that happens.
+measures how often that happens. This module works on any `tracegym.synth_envs.base.Environment`
+it is handed and imports nothing from the base module (which imports it).
 """
 
 from __future__ import annotations
 
-from collections import Counter, OrderedDict
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 
-if TYPE_CHECKING:
-    from tracegym.synth_envs.base import Environment
+from tracegym.synth_envs.cache import BoundedCache
 
-
-_VERDICTS: OrderedDict[tuple[type, tuple, int], str | None] = OrderedDict()
-_VERDICTS_KEPT = 4096
+# (family, knobs, generator seed) -> why the episode fails the checks, or None
+verdicts: BoundedCache[str | None] = BoundedCache(4096)
 
 
-def verify_generated(env: "Environment", generator_seed: int) -> str | None:
+def verify_generated(env: Any, generator_seed: int) -> str | None:
     """Why the episode built from `generator_seed` fails the oracle checks, or None when it passes.
 
-    Verdicts are memoised per (family, knobs, generator seed): episodes are pure functions of
-    those, so replaying a seed (every `play` resets) does not re-run the checks.
+    Verdicts are cached per (family, knobs, generator seed) in `verdicts`: episodes are pure
+    functions of those, so replaying a seed (every `play` resets) does not re-run the checks.
     """
-    key = (type(env), env.knob_values, generator_seed)
-    if key in _VERDICTS:
-        _VERDICTS.move_to_end(key)
-        return _VERDICTS[key]
-    verdict = _check(env, generator_seed)
-    _VERDICTS[key] = verdict
-    if len(_VERDICTS) > _VERDICTS_KEPT:
-        _VERDICTS.popitem(last=False)
-    return verdict
+    return verdicts.get((env.key, generator_seed), _check, env, generator_seed)
 
 
-def _check(env: "Environment", generator_seed: int) -> str | None:
-    from tracegym.synth_envs.base import replay
-
+def _check(env: Any, generator_seed: int) -> str | None:
     twin = type(env)(env.config)
     twin.verify = False
     twin.reset(generator_seed)
     oracle, wrong = twin._oracle(), twin._wrong()
     if not wrong:
         return "the family lists no wrong trajectories to check the verifier with"
-    result = replay(twin, generator_seed, oracle)
-    if not result.done or result.reward != 1.0:
-        return f"oracle earns {result.reward} (done={result.done}), not 1.0"
+    result = twin.replay(generator_seed, oracle)
+    if not result.terminated or result.reward != 1.0:
+        return f"oracle earns {result.reward} (terminated={result.terminated}), not 1.0"
     for index, actions in enumerate(wrong):
-        result = replay(twin, generator_seed, actions)
+        result = twin.replay(generator_seed, actions)
         if result.reward >= 1.0:
             return f"wrong trajectory {index} earns {result.reward}"
     return None
@@ -80,7 +69,7 @@ def _reason_kind(reason: str) -> str:
     return reason.split(":")[0].split(" earns")[0][:60]
 
 
-def rejection_report(env: "Environment", seeds: Iterable[int]) -> RejectionReport:
+def rejection_report(env: Any, seeds: Iterable[int]) -> RejectionReport:
     """Reset `env` on every seed and count the attempts and rejection reasons."""
     report = RejectionReport(env.name, 0, 0)
     for seed in seeds:

@@ -17,12 +17,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from tracegym.config import TINY_MODEL, add_config_arguments, resolve_config
 from tracegym.errors import UserError
 from tracegym.schema import Capability, CapabilityReport
 from tracegym.synth_envs.base import play
-from tracegym.synth_envs.calibration import Band, backend_measure
+from tracegym.synth_envs.calibration import backend_measure
 from tracegym.synth_envs.registry import families, make_env
-from tracegym.synth_envs.synthesise import synthesise
+from tracegym.synth_envs.synthesise import SynthConfig, synthesise
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -40,17 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     synth = subparsers.add_parser("synth", help="environment specs (and calibration) for a capability report")
     synth.add_argument("capabilities", type=Path, help="capabilities.json (a CapabilityReport) or a JSON list of capabilities")
     synth.add_argument("--out", type=Path, required=True, help="output folder")
-    synth.add_argument("--calibrate", action="store_true", help="search each family's knobs against the policy")
-    synth.add_argument("--backend", choices=["hf"], default="hf", help="generation backend for --calibrate")
-    synth.add_argument("--model", default=None, help="policy model for --calibrate (default: the embedded model; 'tiny' for smoke runs)")
-    synth.add_argument("--seeds", type=int, default=20, help="seeds per knob setting (paper: 100)")
-    synth.add_argument("--rollouts", type=int, default=4, help="rollouts per seed (paper: 16)")
-    synth.add_argument("--temperature", type=float, default=0.7)
-    synth.add_argument("--max-new-tokens", type=int, default=None,
-                       help="tokens per assistant turn (default: 1.25 x the family's longest oracle turn at each rung)")
-    synth.add_argument("--hint-fraction", type=float, default=0.0, help="share of rollouts per seed given the hint")
-    synth.add_argument("--band", type=float, nargs=2, default=(0.2, 0.6), metavar=("LOW", "HIGH"))
-    synth.add_argument("--threshold", type=float, default=0.12, help="TF-IDF cosine needed to match by description")
+    add_config_arguments(synth, SynthConfig)
     synth.set_defaults(run=run_synth)
 
 
@@ -104,28 +95,24 @@ def _read_capabilities(path: Path) -> list[Capability]:
         raise UserError(f"file {path}: not a CapabilityReport or a list of capabilities: {str(error).splitlines()[0]}") from None
 
 
-def _backend(args: argparse.Namespace) -> tuple[Any, str]:
+def _backend(model_name: str) -> Any:
     from tracegym.generation import HFBackend
-    from tracegym.models import DEFAULT_MODEL, load_model, tiny_model
+    from tracegym.models import check_model, load_model, tiny_model
 
-    name = args.model or DEFAULT_MODEL
-    model, tokenizer = tiny_model() if name == "tiny" else load_model(name)
-    return HFBackend(model, tokenizer), f"{args.backend}:{name}"
+    check_model(model_name)
+    model, tokenizer = tiny_model() if model_name == TINY_MODEL else load_model(model_name)
+    return HFBackend(model, tokenizer)
 
 
 def run_synth(args: argparse.Namespace) -> int:
     capabilities = _read_capabilities(args.capabilities)
     if not capabilities:
         raise UserError(f"file {args.capabilities}: no selected capabilities")
-    band = Band(*args.band)
+    config = resolve_config(SynthConfig, args)
     measure, policy = None, ""
-    if args.calibrate:
-        from tracegym.generation import SamplingConfig
-
-        backend, policy = _backend(args)
-        measure = backend_measure(backend, SamplingConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature),
-                                  hint_fraction=args.hint_fraction)
-    synthesis = synthesise(capabilities, args.out, measure, policy, args.seeds, args.rollouts, band, args.threshold)
+    if config.calibration.enabled:
+        measure, policy = backend_measure(_backend(config.model), config.rollout), f"hf:{config.model}"
+    synthesis = synthesise(capabilities, args.out, config, measure, policy)
     matches, done, specs = synthesis.matches, synthesis.calibrations, synthesis.specs
     print(f"{'capability':34s} {'family':28s} {'matched by':12s} {'score':>6s}  calibration")
     for match in matches:
@@ -134,6 +121,6 @@ def run_synth(args: argparse.Namespace) -> int:
         print(f"{match.capability[:34]:34s} {match.family or 'UNMATCHED':28s} {match.method:12s} {match.score:6.3f}  {state}")
     unmatched = [m.capability for m in matches if m.family is None]
     print(f"wrote {len(specs)} env specs to {args.out / 'env_specs.jsonl'}" + (f"; unmatched: {', '.join(unmatched)}" if unmatched else ""))
-    if not args.calibrate:
-        print("specs use default knobs (not calibrated); pass --calibrate to fit them to a policy")
+    if measure is None:
+        print("specs use default knobs (calibration off); tracegym train calibrates them against the policy it trains")
     return 0

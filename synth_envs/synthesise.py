@@ -11,11 +11,20 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from tracegym.config import PolicyConfig, option
 from tracegym.schema import Capability, EnvSpec, write_jsonl
-from tracegym.synth_envs.calibration import Band, Calibration, Measure, calibrate, write_calibrations
+from tracegym.synth_envs.calibration import Calibration, CalibrationConfig, Measure, calibrate, write_calibrations
 from tracegym.synth_envs.registry import Match, get_family, match_capabilities
 
-UNCALIBRATED = "default knobs: run with --calibrate to fit them to a policy"
+UNCALIBRATED = "default knobs: calibration is off (tracegym train calibrates against the policy it trains)"
+
+
+@dataclass
+class SynthConfig(PolicyConfig):
+    """What `tracegym synth` does: match capabilities to families, calibrate against a policy."""
+
+    calibration: CalibrationConfig = option(help="calibration", factory=CalibrationConfig)
+    match_threshold: float = option(0.12, "TF-IDF cosine a proposed capability needs to match a family by description")
 
 
 @dataclass
@@ -28,27 +37,20 @@ class Synthesis:
 
 
 def synthesise(
-    capabilities: list[Capability],
-    out_dir: str | Path,
-    measure: Measure | None = None,
-    policy: str = "",
-    seeds: int = 20,
-    rollouts: int = 4,
-    band: Band = Band(),
-    threshold: float = 0.12,
+    capabilities: list[Capability], out_dir: str | Path, config: SynthConfig, measure: Measure | None = None, policy: str = ""
 ) -> Synthesis:
-    """Specs for `capabilities`; with `measure`, each family's knobs are calibrated to the policy
-    (seeds × rollouts per knob setting) and the spec records whether the mean landed in `band`."""
+    """Specs for `capabilities`; with `measure` (a policy, named `policy`), each family's knobs are
+    calibrated per `config.calibration` and the spec records whether the mean landed in the band."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    matches = match_capabilities(capabilities, threshold=threshold)
+    matches = match_capabilities(capabilities, threshold=config.match_threshold)
     specs: list[EnvSpec] = []
     calibrations: dict[str, Calibration] = {}
     for match in matches:
         if match.family is None:
             continue
         if measure is not None and match.family not in calibrations:
-            calibrations[match.family] = calibrate(match.family, measure, range(seeds), rollouts, band, policy)
+            calibrations[match.family] = calibrate(match.family, measure, config.calibration, policy)
         calibration = calibrations.get(match.family)
         knobs = {**asdict(get_family(match.family).Config()), **(calibration.knobs if calibration else {})}
         summary = (

@@ -7,8 +7,9 @@ returned string is appended to the last user message) and, when the class define
 `get_reward()`, calls it once per finished rollout as a reward source.
 
 `trl_environment_class(family, **knobs)` builds such a class for a family: one method per tool,
-with a real signature generated from the tool's JSON schema (types, enums as `(choices: ...)`),
-plus `submit_answer(answer)`, because in TRL the text of the final assistant turn never reaches
+with the signature and type hints of the family's typed tool and a docstring describing every
+parameter (transformers requires one per parameter; undocumented ones read "the <name>"), so
+transformers derives the tool's JSON schema from it, plus `submit_answer(answer)`, because in TRL the text of the final assistant turn never reaches
 the environment; the episode's reward is the environment's reward once the answer is submitted,
 0.0 otherwise. `trl_dataset(family, seeds)` gives the matching prompt dataset (one row per seed,
 carrying the seed that `reset` reads).
@@ -17,53 +18,29 @@ carrying the seed that `reset` reads).
 from __future__ import annotations
 
 import inspect
-import json
+import typing
 from typing import Any, Callable
 
 from tracegym.synth_envs.base import Environment
 from tracegym.synth_envs.registry import get_family
+from tracegym.synth_envs.tools import Tool
 from tracegym.toolcalls import render_tool_call
 
-_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool, "object": dict}
 RESERVED = ("reset", "get_reward", "submit_answer")
 
 
-def _annotation(spec: dict[str, Any]) -> Any:
-    if spec.get("type") == "array":
-        return list[_TYPES.get(spec.get("items", {}).get("type", "string"), str)]
-    return _TYPES.get(spec.get("type", "string"), str)
-
-
-def _tool_method(tool: dict[str, Any]) -> Callable[..., str]:
-    """A method whose signature, annotations and docstring describe `tool` exactly."""
-    name = tool["name"]
-    parameters = tool.get("parameters", {})
-    properties: dict[str, Any] = parameters.get("properties", {})
-    required = set(parameters.get("required", []))
+def _tool_method(tool: Tool) -> Callable[..., str]:
+    """A method with the tool's signature, type hints and docstring that steps the wrapped env."""
+    name = tool.name
 
     def method(self: "TRLEnvironment", **arguments: Any) -> str:
         return self._call_tool(name, {k: v for k, v in arguments.items() if v is not None})
 
-    ordered = sorted(properties, key=lambda p: p not in required)  # required first
-    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    annotations: dict[str, Any] = {}
-    doc_args = []
-    for arg in ordered:
-        spec = properties[arg]
-        annotation = _annotation(spec)
-        default = inspect.Parameter.empty if arg in required else None
-        params.append(inspect.Parameter(arg, inspect.Parameter.KEYWORD_ONLY, default=default,
-                                        annotation=annotation if arg in required else annotation | None))
-        annotations[arg] = annotation if arg in required else annotation | None
-        text = spec.get("description", f"the {arg.replace('_', ' ')}")
-        if "enum" in spec:
-            text += f" (choices: {json.dumps(spec['enum'])})"
-        doc_args.append(f"    {arg}: {text}")
-    annotations["return"] = str
     method.__name__ = method.__qualname__ = name
-    method.__signature__ = inspect.Signature(params, return_annotation=str)  # type: ignore[attr-defined]
-    method.__annotations__ = annotations
-    method.__doc__ = tool.get("description", name) + ("\n\nArgs:\n" + "\n".join(doc_args) if doc_args else "")
+    method.__signature__ = inspect.signature(tool.function).replace(return_annotation=str)  # type: ignore[attr-defined]
+    method.__annotations__ = {**typing.get_type_hints(tool.function), "return": str}
+    described = [f"    {p.name}: {p.schema.get('description', 'the ' + p.name.replace('_', ' '))}" for p in tool.parameters.values()]
+    method.__doc__ = tool.description + ("\n\nArgs:\n" + "\n".join(described) if described else "")
     return method
 
 
@@ -87,10 +64,10 @@ class TRLEnvironment:
         return self.env.reset(int(seed))
 
     def _call_tool(self, name: str, arguments: dict[str, Any]) -> str:
-        if self.finished or self.env.done:
+        if self.finished or self.env.ended:
             return "error: the episode is over"
         result = self.env.step(render_tool_call(name, arguments))
-        if result.done:
+        if result.ended:
             self.finished, self.reward = True, result.reward
         text = result.observation.strip()
         return text.removeprefix("<tool_response>").removesuffix("</tool_response>").strip()
@@ -101,7 +78,7 @@ class TRLEnvironment:
         Args:
             answer: the final answer, in the format the instructions ask for
         """
-        if self.finished or self.env.done:
+        if self.finished or self.env.ended:
             return "error: the episode is over"
         result = self.env.step(answer if answer.strip() else " ")
         self.finished, self.reward = True, result.reward
@@ -116,10 +93,10 @@ def trl_environment_class(family: str, **knobs: Any) -> type[TRLEnvironment]:
     """A TRL environment class for `family` at `knobs`; pass the class itself as `environment_factory`."""
     cls = get_family(family)
     methods: dict[str, Any] = {"family": cls.name, "knobs": dict(knobs)}
-    for tool in cls(cls.Config(**knobs)).tools:
-        if tool["name"] in RESERVED:
-            raise ValueError(f"{family}: tool name '{tool['name']}' collides with the TRL adapter's own methods")
-        methods[tool["name"]] = _tool_method(tool)
+    for tool in cls(cls.Config(**knobs)).offered.values():
+        if tool.name in RESERVED:
+            raise ValueError(f"{family}: tool name '{tool.name}' collides with the TRL adapter's own methods")
+        methods[tool.name] = _tool_method(tool)
     name = "".join(part.title() for part in cls.name.split("_")) + "TRLEnv"
     return type(name, (TRLEnvironment,), methods)
 

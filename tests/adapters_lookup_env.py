@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracegym.models import tiny_model
-from tracegym.schema import ToolCall
 from tracegym.synth_envs.base import Environment, ToolError
+from tracegym.synth_envs.tools import tool
 from tracegym.toolcalls import render_tool_call
 
 
@@ -21,52 +21,50 @@ class LookupConfig:
     keys: int = 4
 
 
+@dataclass(frozen=True)
+class LookupWorld:
+    table: dict[str, str]
+    key: str
+
+
 class LookupEnv(Environment):
     name = "lookup_test"
     capability = "tool_calling_precision"
     description = "Look a key up, then answer with its value."
     Config = LookupConfig
     max_turns = 3
+    instructions = "Answer with the value stored under the key the user names."
+    world: LookupWorld
 
-    @property
-    def tools(self) -> list[dict[str, Any]]:
-        return [
-            {
-                "name": "lookup",
-                "description": "Value stored under a key.",
-                "parameters": {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]},
-            }
-        ]
-
-    @property
-    def instructions(self) -> str:
-        return "Answer with the value stored under the key the user names."
-
-    def _generate(self, seed: int) -> str:
+    def _generate(self, seed: int) -> LookupWorld:
         rng = random.Random(seed)
-        self.table = {f"k{i}": str(rng.randrange(100, 1000)) for i in range(self.config.keys)}
-        self.key = rng.choice(sorted(self.table))
-        return f"What is the value of {self.key}?"
+        table = {f"k{i}": str(rng.randrange(100, 1000)) for i in range(self.config.keys)}
+        return LookupWorld(table, rng.choice(sorted(table)))
 
-    def _call(self, call: ToolCall) -> Any:
-        if call.arguments["key"] not in self.table:
-            raise ToolError(f"no key {call.arguments['key']!r}")
-        return {"value": self.table[call.arguments["key"]]}
+    def _task(self) -> str:
+        return f"What is the value of {self.world.key}?"
+
+    @tool
+    def lookup(self, key: str) -> dict[str, str]:
+        """Value stored under a key."""
+        if key not in self.world.table:
+            raise ToolError(f"no key {key!r}")
+        return {"value": self.world.table[key]}
 
     def _score(self, final_answer: str) -> tuple[float, dict[str, Any]]:
-        looked = any(c.arguments.get("key") == self.key for c in self.calls)
-        right = final_answer.strip() == self.table[self.key]
+        looked = any(c.arguments.get("key") == self.world.key for c in self.calls)
+        right = final_answer.strip() == self.world.table[self.world.key]
         return (1.0 if right else 0.3 if looked else 0.0), {"looked_up": looked, "right": right}
 
     def _oracle(self) -> list[str]:
-        return [render_tool_call("lookup", {"key": self.key}), self.table[self.key]]
+        return [render_tool_call("lookup", {"key": self.world.key}), self.world.table[self.world.key]]
 
     def _wrong(self) -> list[list[str]]:
-        wrong = str(int(self.table[self.key]) + 1)
-        return [[render_tool_call("lookup", {"key": self.key}), wrong], [self.table[self.key] + "?"]]
+        value = self.world.table[self.world.key]
+        return [[render_tool_call("lookup", {"key": self.world.key}), str(int(value) + 1)], [value + "?"]]
 
     def _hint(self) -> str:
-        return f"call lookup with key {self.key}, then reply with the value alone."
+        return f"call lookup with key {self.world.key}, then reply with the value alone."
 
 
 class ProseEnv(LookupEnv):
@@ -76,7 +74,7 @@ class ProseEnv(LookupEnv):
     name = "prose_test"
 
     def _score(self, final_answer: str) -> tuple[float, dict[str, Any]]:
-        if final_answer.strip() == self.table[self.key]:
+        if final_answer.strip() == self.world.table[self.world.key]:
             return 1.0, {}
         return 0.9 * min(len(set(final_answer)) / 12, 1.0), {}
 
@@ -88,7 +86,7 @@ class FlatEnv(LookupEnv):
     name = "flat_test"
 
     def _score(self, final_answer: str) -> tuple[float, dict[str, Any]]:
-        return (1.0 if final_answer.strip() == self.table[self.key] else 0.5), {}
+        return (1.0 if final_answer.strip() == self.world.table[self.world.key] else 0.5), {}
 
 
 def chatty_tiny_model(seed: int = 0):

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
+from tracegym.adapters.config import CreditConfig
 from tracegym.adapters.credit import (
-    CreditConfig,
     episode_advantages,
     k_step_backup,
     one_step_credits,

@@ -44,38 +44,48 @@ def test_command_classification() -> None:
     assert [(i, kind) for i, kind, _ in commands(trajectory)] == [(0, "test"), (1, "edit"), (2, "edit"), (4, "test")]
 
 
-def test_failing_tests_and_unverified_edit() -> None:
-    messages = [bash("python -m pytest pkg"), bash("sed -i 's/a/b/' pkg/core.py"),
+def test_reproduction_verification_and_scope_come_from_the_commands_and_the_patch() -> None:
+    messages = [bash("sed -i 's/a/b/' pkg/core.py"), bash("python -m pytest pkg"), bash("sed -i 's/b/c/' pkg/core.py"),
                 bash("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached")]
-    verdicts = detect(swe(messages, f2p_fail=["test_issue"], p2p_fail=["test_old"]))
-    assert verdicts["semantic_logic_precision"].value == L
-    assert "FAIL_TO_PASS still failing after the patch: test_issue" in verdicts["semantic_logic_precision"].evidence[0].quote
-    assert verdicts["semantic_logic_precision"].evidence[1].message_index == 1
-    assert verdicts["regression_avoidance"].value == L
-    assert verdicts["test_verification"].value == L and verdicts["test_verification"].evidence[0].message_index == 1
-    assert verdicts["patch_production"].value == P and verdicts["fault_localisation"].value == N
-    resolved = detect(swe([bash("sed -i 's/a/b/' pkg/core.py"), bash("pytest pkg")], resolved=True))
-    assert {k: v.value for k, v in resolved.items()} == {
-        "patch_production": P, "semantic_logic_precision": P, "regression_avoidance": P, "test_verification": P,
-        "fault_localisation": N}
+    verdicts = detect(swe(messages, f2p_fail=["test_issue"]))
+    assert verdicts["issue_reproduction"].value == L and verdicts["issue_reproduction"].evidence[0].message_index == 0
+    assert verdicts["test_verification"].value == L and verdicts["test_verification"].evidence[0].message_index == 2
+    assert verdicts["edit_scope"].value == P and verdicts["patch_production"].value == P
+    careful = detect(swe([bash("python reproduce_bug.py"), bash("sed -i 's/a/b/' pkg/core.py"), bash("pytest pkg")], resolved=True))
+    assert careful["issue_reproduction"].value == P and careful["test_verification"].value == P
+    assert careful["issue_reproduction"].evidence[0].message_index == 0
+    # The same behaviour labels a resolved and an unresolved run alike: not a restatement of the verdict.
+    assert {k: v.value for k, v in detect(swe(messages, resolved=True)).items()} == {k: v.value for k, v in verdicts.items()}
+    scratch = PATCH + "diff --git a/reproduce.py b/reproduce.py\nnew file mode 100644\n--- /dev/null\n+++ b/reproduce.py\n@@ -0,0 +1 @@\n+x\n"
+    scope = detect(swe(messages, patch=scratch + "diff --git a/setup.cfg b/setup.cfg\n--- a/setup.cfg\n+++ b/setup.cfg\n"))["edit_scope"]
+    assert scope.value == L and "scratch files left in the patch: reproduce.py" in scope.evidence[0].quote
+    assert "build configuration edited: setup.cfg" in scope.evidence[0].quote
 
 
 def test_empty_or_unapplied_patch() -> None:
     empty = detect(swe([bash("ls")], patch=""))
     assert empty["patch_production"].value == L and "empty patch" in empty["patch_production"].evidence[0].quote
-    assert empty["semantic_logic_precision"].value == N
+    assert empty["fault_localisation"].value == N and empty["edit_scope"].value == N
     assert detect(swe([bash("ls")], applied=False))["patch_production"].value == L
 
 
-def test_localisation_needs_the_gold_patch(tmp_path: Path) -> None:
-    trajectory = swe([bash("ls")])
+def test_localisation_from_the_failing_tests_or_the_gold_patch(tmp_path: Path) -> None:
+    parser = PATCH.replace("pkg/core.py", "pkg/parser.py")
+    near = swe([bash("ls")], patch=parser, f2p_fail=["pkg/tests/test_parser.py::test_issue"])
+    assert detect(near)["fault_localisation"].value == P
+    far = swe([bash("ls")], patch=parser, f2p_fail=["pkg/tests/test_render.py::test_issue"])
+    verdict = detect(far)["fault_localisation"]
+    assert verdict.value == L and "none named like the failing tests (pkg/tests/test_render.py::test_issue)" in verdict.evidence[0].quote
+    django = swe([bash("ls")], patch=PATCH.replace("pkg/core.py", "django/db/models/deletion.py"),
+                 f2p_fail=["test_fast_delete (delete.tests.FastDeleteTests)"])
+    assert detect(django)["fault_localisation"].value == P  # "delete" names deletion.py
     gold = tmp_path / "gold.json"
     gold.write_text(json.dumps({"pkg__pkg-1": PATCH.replace("pkg/core.py", "pkg/other.py")}))
-    assert attach_gold_patches([trajectory], gold) == 1
-    verdict = detect(trajectory)["fault_localisation"]
-    assert verdict.value == L and "the gold fix edits pkg/other.py" in verdict.evidence[0].quote
-    trajectory.diagnostics["gold_patch"] = PATCH
-    assert detect(trajectory)["fault_localisation"].value == P
+    assert attach_gold_patches([near], gold) == 1
+    verdict = detect(near)["fault_localisation"]
+    assert verdict.value == L and "the reference fix edits pkg/other.py" in verdict.evidence[0].quote
+    near.diagnostics["gold_patch"] = parser
+    assert detect(near)["fault_localisation"].value == P
 
 
 @pytest.fixture(scope="module")
@@ -86,38 +96,34 @@ def swebench(shared_data: Path) -> Path:
     return folder
 
 
-def test_two_swebench_runs_give_a_selection_with_quoted_evidence(swebench: Path) -> None:
+def test_two_swebench_runs_give_labels_that_are_not_the_verdict(swebench: Path) -> None:
     trajectories = ingest_paths([swebench]).trajectories
     assert len({t.source.agent for t in trajectories}) == 2
-    report = diagnose(trajectories, [swebench]).report
-    assert report.selected
-    quotes = [e for name in report.selected for s in report.capabilities if s.capability.name == name
-              for item in s.explained_failures for e in item["evidence"]]
-    from_harness = [e for e in quotes if e["message_index"] is None and e["quote"].startswith("harness report:")]
-    from_trajectory = [e for e in quotes if e["message_index"] is not None]
-    assert from_harness and from_trajectory
+    diagnosis = diagnose(trajectories, [swebench])
     by_id = {t.id: t for t in trajectories}
-    for name in report.selected:
-        stats = next(s for s in report.capabilities if s.capability.name == name)
-        for item in stats.explained_failures:
-            trajectory = by_id[item["trajectory_id"]]
-            assert not trajectory.success
-            for entry in item["evidence"]:
-                if entry["message_index"] is not None:  # the quote is the trajectory's own command
-                    quoted = " ".join(entry["quote"].split(": ", 1)[1].rstrip("…").split())
-                    said = [" ".join(c.split()) for i, _, c in commands(trajectory) if i == entry["message_index"]]
-                    assert any(c.startswith(quoted) for c in said), (quoted, said)
+    for name in ("fault_localisation", "issue_reproduction", "edit_scope"):
+        outcomes = {(by_id[l.trajectory_id].success, l.value) for l in diagnosis.labels if l.capability == name}
+        assert (True, L) in outcomes and (False, P) in outcomes, name  # held by resolved runs, lacked by unresolved ones
+    for label in diagnosis.labels:
+        trajectory = by_id[label.trajectory_id]
+        for entry in label.evidence:
+            if entry.message_index is not None and label.capability in ("issue_reproduction", "test_verification"):
+                quoted = " ".join(entry.quote.split(": ", 1)[1].rstrip("…").split())
+                said = [" ".join(c.split()) for i, _, c in commands(trajectory) if i == entry.message_index]
+                assert any(c.startswith(quoted) for c in said), (quoted, said)
+    stats = {s.capability.name: s for s in diagnosis.report.capabilities}
+    assert all(s.delta_ci is not None for s in stats.values() if s.delta_mean is not None)
 
 
 def test_cli_writes_report_and_rejects_bad_input(swebench: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "diag"
     assert main(["diagnose", str(swebench), "--out", str(out), "--bootstrap", "200"]) == 0
     report = json.loads((out / "capabilities.json").read_text())
-    assert report["selected"] and report["params"]["labeller"] == "deterministic"
+    assert report["params"]["labeller"] == "deterministic" and len(report["capabilities"]) == 5
     markdown = (out / "report.md").read_text()
-    assert "![coverage vs delta](coverage_delta.png)" in markdown and "harness report:" in markdown
+    assert "![coverage vs delta](coverage_delta.png)" in markdown and "## Reading the inputs" in markdown
     assert (out / "coverage_delta.png").read_bytes()[:4] == b"\x89PNG"
-    assert "semantic_logic_precision" in capsys.readouterr().out
+    assert "fault_localisation" in capsys.readouterr().out
     assert main(["diagnose", str(tmp_path / "missing"), "--out", str(out)]) == 1
     assert "no such file" in capsys.readouterr().err
     assert main(["diagnose", str(swebench), "--out", str(out), "--k", "3"]) == 1

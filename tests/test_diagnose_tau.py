@@ -1,161 +1,358 @@
-"""τ² deterministic detectors on hand-built runs, and the diagnosis of the real airline runs."""
+"""τ² detectors around the domain policy on hand-built runs, attribution from the run alone, and the
+real runs: selection, benchmark-blamed failures, agreement with the tune half of the reference."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import sys
 from pathlib import Path
 
 import pytest
 
-from tracegym.analysis.attribution import attribute_deterministic
-from tracegym.analysis.contrast import contrast, failing_for_every_agent, gold_changes
+from tracegym.analysis.attribution import attribute
+from tracegym.analysis.contrast import contrast, failing_for_every_agent
 from tracegym.analysis.detect_tau import detect
 from tracegym.analysis.diagnose import diagnose
 from tracegym.analysis.ingest import ingest_paths
-from tracegym.schema import LabelValue, Message, Source, ToolCall, Trajectory
+from tracegym.analysis.policy import corrections
+from tracegym.schema import LabelValue, Trajectory
 
-P, L, N = LabelValue.PRESENT, LabelValue.LACKING, LabelValue.NA
+from tau_runs import USER, L, N, P, Run, booking, cancel, looked_up, quotes, values
+
 PAPER_TAU_CAPABILITIES = {"structured_data_reasoning", "multi_step_task_completion", "precondition_verification",
                           "tool_calling_precision"}
-CHANGED_AIRLINE_TASKS = {"2", "7", "9", "23", "27", "29", "33", "35", "37", "38", "44"}
-
-
-def call(name: str, i: int, **arguments) -> Message:
-    return Message(role="assistant", tool_calls=[ToolCall(id=f"c{i}", name=name, arguments=arguments)])
-
-
-def result(i: int, content: str = "{}", error: bool = False) -> Message:
-    return Message(role="tool", tool_call_id=f"c{i}", content=content, error=error)
-
-
-def run(messages: list[Message], gold: list[dict], matched: list[bool] | None = None, success: bool = False,
-        termination: str = "user_stop", communicate: list[dict] | None = None, task: str = "1", agent: str = "a") -> Trajectory:
-    gold = [{"action_id": f"g{i}", "requestor": "assistant", "compare_args": None, **g} for i, g in enumerate(gold)]
-    checks = [{"action": g, "action_match": m, "action_reward": float(m)} for g, m in zip(gold, matched or [])]
-    return Trajectory(
-        id=f"{agent}/{task}/{len(messages)}", task_id=task, source=Source(benchmark="tau2-airline", format="tau2_results", file="x", agent=agent),
-        messages=messages, reward=1.0 if success else 0.0, success=success, termination_reason=termination,
-        diagnostics={"reward_info": {"reward": 1.0 if success else 0.0, "action_checks": checks, "communicate_checks": communicate},
-                     "gold_actions": gold, "communicate_info": [c["info"] for c in communicate or []]},
-        metadata={"domain": "airline"})
-
-
-CANCEL = {"name": "cancel_reservation", "arguments": {"reservation_id": "ABC"}}
-READ = {"name": "get_reservation_details", "arguments": {"reservation_id": "ABC"}}
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_clean_run_is_present_everywhere_it_applies() -> None:
-    messages = [Message(role="user", content="cancel ABC please"), call("get_reservation_details", 1, reservation_id="ABC"),
-                result(1, '{"reservation_id": "ABC"}'), call("cancel_reservation", 2, reservation_id="ABC"), result(2)]
-    verdicts = detect(run(messages, [READ, CANCEL], [True, True], success=True))
-    assert {k: v.value for k, v in verdicts.items()} == {
-        "structured_data_reasoning": P, "multi_step_task_completion": P, "precondition_verification": P,
-        "tool_calling_precision": P, "policy_compliance": P}
+    run = (looked_up("ABC123").say("ABC123 was booked today, so it can be cancelled with a full refund. Cancel ABC123?")
+           .user("Yes, please.").call("cancel_reservation", booking("ABC123"), reservation_id="ABC123").say("Done."))
+    assert values(run.trajectory([cancel("ABC123")], [True], success=True)) == {
+        "structured_data_reasoning": P, "multi_step_task_completion": N, "precondition_verification": P,
+        "tool_calling_precision": P, "policy_compliance": P}  # one request with one write needs no multi-step work
 
 
-def test_wrong_record_is_structured_data_reasoning_and_unread_write_is_precondition() -> None:
-    # The agent cancels XYZ (a real id it saw) instead of ABC, without reading XYZ first.
-    messages = [Message(role="user", content="my reservations are ABC and XYZ"),
-                call("get_reservation_details", 1, reservation_id="ABC"), result(1),
-                call("cancel_reservation", 2, reservation_id="XYZ"), result(2)]
-    verdicts = detect(run(messages, [READ, CANCEL], [True, False]))
-    assert verdicts["structured_data_reasoning"].value == L
-    assert verdicts["structured_data_reasoning"].evidence[0].message_index == 3
-    assert "gold wants reservation_id='ABC'" in verdicts["structured_data_reasoning"].evidence[0].quote
-    assert verdicts["precondition_verification"].value == L
-    assert "without reading" in verdicts["precondition_verification"].evidence[0].quote
-    assert verdicts["tool_calling_precision"].value == P  # the wrong value was grounded in the conversation
+def test_multi_step_completion_is_needed_where_the_task_involves_two_writes() -> None:
+    both = (looked_up("ABC123").call("get_reservation_details", booking("XYZ789"), reservation_id="XYZ789")
+            .say("Both were booked today. Cancel ABC123 and XYZ789?").user("yes")
+            .call("cancel_reservation", booking("ABC123"), reservation_id="ABC123")
+            .call("cancel_reservation", booking("XYZ789"), reservation_id="XYZ789"))
+    assert values(both.trajectory([cancel("ABC123"), cancel("XYZ789")], [True, True], success=True))["multi_step_task_completion"] == P
+    again = (looked_up("ABC123").say("Cancel ABC123?").user("yes")
+             .call("cancel_reservation", "Error: try again", error=True, reservation_id="ABC123")
+             .call("cancel_reservation", booking("ABC123"), reservation_id="ABC123"))
+    assert values(again.trajectory([cancel("ABC123")], [True], success=True))["multi_step_task_completion"] == N  # one write, twice
+    never = looked_up("ABC123").say("I see your reservation. Anything else?").user("No. ###STOP###")
+    assert values(never.trajectory([cancel("ABC123")], [False]))["multi_step_task_completion"] == L  # the only request, undone
+    put_off = looked_up("ABC123").say("Shall I cancel ABC123 now?").user("Hold off please, I will call back later. ###STOP###")
+    assert values(put_off.trajectory([cancel("ABC123")], [False]))["multi_step_task_completion"] == N  # the user's choice
+    refused = (looked_up("ABC123").say("ABC123 can only be cancelled by a supervisor.")
+               .user("Never mind then. ###STOP###"))
+    assert values(refused.trajectory([cancel("ABC123")], [False]))["multi_step_task_completion"] == L  # gave up after a no
 
 
-def test_invented_argument_errors_and_repeats_are_tool_calling_precision() -> None:
-    messages = [Message(role="user", content="cancel ABC"), call("get_reservation_details", 1, reservation_id="ABC"), result(1),
-                call("cancel_reservation", 2, reservation_id="abc-1"), result(2),
-                *[m for i in range(3, 6) for m in (call("get_flight_status", i, flight="HAT1"), result(i, "Error: bad date", error=True))]]
-    verdicts = detect(run(messages, [READ, CANCEL], [True, False]))
-    precision = verdicts["tool_calling_precision"]
-    assert precision.value == L
-    quotes = " | ".join(e.quote for e in precision.evidence)
-    assert "gold wants reservation_id='ABC'" in quotes and "error: Error: bad date" in quotes and "called 3 times identically" in quotes
-    assert verdicts["structured_data_reasoning"].value == P
+def test_a_dictated_value_is_the_users_choice_not_a_misread() -> None:
+    # The user dictates a new zip code; gold expects another one. Not a misread, not an unread record.
+    def address_change(zip_code: str) -> Trajectory:
+        run = (Run("retail", policy="").user("I'm Bo, bo@x.com; set my address to 1 Main St, zip 90210.")
+               .call("find_user_id_by_email", "bo_1", email="bo@x.com")
+               .call("get_user_details", {"user_id": "bo_1", "address": {"address1": "9 Elm", "zip": "10001"}}, user_id="bo_1")
+               .say(f"I will change your address to 1 Main St, {zip_code}. Confirm?").user("yes")
+               .call("modify_user_address", {"user_id": "bo_1"}, user_id="bo_1", address1="1 Main St", zip=zip_code))
+        gold = {"name": "modify_user_address", "arguments": {"user_id": "bo_1", "address1": "1 Main St", "zip": "90211"}}
+        return run.trajectory([gold], [False])
+
+    dictated = address_change("90210")
+    assert L not in values(dictated).values()
+    source = attribute(dictated)
+    assert source.source == "user_simulator" and "user's own words" in source.evidence.quote
+    invented = address_change("90213")  # a value nobody said is the agent's own
+    assert values(invented)["tool_calling_precision"] == L and attribute(invented).source == "agent"
 
 
-def test_missed_step_loop_and_uncommunicated_info() -> None:
-    book = {"name": "book_reservation", "arguments": {"user_id": "u1"}}
-    messages = [Message(role="user", content="cancel ABC then book"), call("get_reservation_details", 1, reservation_id="ABC"),
-                result(1), call("cancel_reservation", 2, reservation_id="ABC"), result(2), Message(role="assistant", content="Done!")]
-    trajectory = run(messages, [READ, CANCEL, book], [True, True, False],
-                     communicate=[{"info": "refund 120", "met": False}])
+def test_an_offer_the_user_echoes_is_the_agents_choice_and_a_write_the_system_refused_granted_nothing() -> None:
+    order = {"order_id": "#W1", "user_id": "bo_1", "status": "pending", "payment_history": [
+        {"transaction_type": "payment", "payment_method_id": "paypal_1", "amount": 10}],
+             "items": [{"name": "Camera", "product_id": "P1", "item_id": "100", "options": {"color": "red"}, "price": 10}]}
+    product = {"name": "Camera", "product_id": "P1", "variants": {
+        "200": {"item_id": "200", "options": {"color": "silver"}, "available": True, "price": 12},
+        "300": {"item_id": "300", "options": {"color": "black"}, "available": True, "price": 11}}}
+    swap = {"order_id": "#W1", "item_ids": ["100"], "payment_method_id": "paypal_1"}
+
+    def run(first: str) -> Trajectory:
+        steps = (Run("retail", policy="").user(f"I'm bo@x.com, I want a better camera{first}.")
+                 .call("find_user_id_by_email", "bo_1", email="bo@x.com").call("get_order_details", order, order_id="#W1")
+                 .call("get_product_details", product, product_id="P1")
+                 .say("The silver camera (item 200) is the best. Exchange item 100 for it, refund to paypal_1?").user("Yes, the silver one.")
+                 .call("exchange_delivered_order_items", "Error: Non-delivered order cannot be exchanged", error=True,
+                       new_item_ids=["200"], **swap)
+                 .say("Your order is pending, so I can modify it instead: item 100 for the silver item 200, paypal_1. Proceed?")
+                 .user("yes").call("modify_pending_order_items", order, new_item_ids=["200"], **swap))
+        gold = [{"name": "exchange_delivered_order_items", "arguments": {**swap, "new_item_ids": ["300"]}},
+                {"name": "modify_pending_order_items", "arguments": {**swap, "new_item_ids": ["300"]}}]
+        return steps.trajectory(gold, [False, False])
+
+    echoed = run("")
+    verdicts = values(echoed)
+    assert verdicts["structured_data_reasoning"] == L and verdicts["policy_compliance"] == P
+    assert "refused by the system" in quotes(echoed, "precondition_verification")
+    assert attribute(echoed).source == "agent"  # the refused gold exchange changed nothing; the item was the agent's pick
+    dictated = run(", the silver one")
+    assert values(dictated)["structured_data_reasoning"] == P and attribute(dictated).source == "user_simulator"
+
+
+def test_a_payment_method_the_user_named_in_words_is_the_users_choice() -> None:
+    bags = {"reservation_id": "ABC123", "total_baggages": 3, "nonfree_baggages": 2, "payment_id": "credit_card_1"}
+    run = (looked_up("ABC123").user("Add three bags and charge my Visa.")
+           .say("I'll add 3 checked bags to ABC123: 2 cost $50 each on your visa 4321. Shall I?").user("yes")
+           .call("update_reservation_baggages", booking("ABC123", bags=3), **bags))
+    gold = [{"name": "update_reservation_baggages", "arguments": {**bags, "payment_id": "gift_card_9"}}]
+    assert attribute(run.trajectory(gold, [False])).source == "user_simulator"
+    assert values(run.trajectory(gold, [False]))["tool_calling_precision"] == P
+
+
+def test_data_reasoning_is_not_needed_where_all_the_work_is_on_the_users_device() -> None:
+    device = [{"name": "toggle_airplane_mode", "arguments": {}, "requestor": "user"}]
+    run = Run("telecom", policy="").user("No signal, my number is 555-123-2002.").call(
+        "get_customer_by_phone", {"customer_id": "C1", "line_ids": ["L2"]}, phone_number="555-123-2002")
+    trajectory = run.trajectory(device, [True], success=True)
+    trajectory.diagnostics["gold_actions"] = device
+    assert values(trajectory)["structured_data_reasoning"] == N
+    misread = Run("telecom", policy="").user("No signal, my number is 555-123-2002.").call(
+        "get_details_by_id", {"line_id": "L1", "phone_number": "555-123-2001", "status": "Active"}, id="L1").say(
+        "Your line is active.").trajectory(device, [True], success=True)
+    misread.diagnostics["gold_actions"] = device
+    assert values(misread)["structured_data_reasoning"] == L  # shown all the same
+
+
+def test_a_missed_action_is_paired_with_the_call_on_the_same_record() -> None:
+    # Gold cancels ABC123 and XYZ789; the agent cancels ABC123 (right) and never XYZ789.
+    run = (looked_up("ABC123").call("get_reservation_details", booking("XYZ789"), reservation_id="XYZ789")
+           .say("Both were booked today. Cancel ABC123 now?").user("yes")
+           .call("cancel_reservation", booking("ABC123"), reservation_id="ABC123").say("Done, anything else?").user("No. ###STOP###"))
+    trajectory = run.trajectory([cancel("ABC123"), cancel("XYZ789")], [True, False])
     verdicts = detect(trajectory)
     assert verdicts["multi_step_task_completion"].value == L
-    assert "never attempted: book_reservation" in verdicts["multi_step_task_completion"].evidence[0].quote
+    assert "never carried out: cancel_reservation" in verdicts["multi_step_task_completion"].evidence[0].quote
+    assert "XYZ789" in verdicts["multi_step_task_completion"].evidence[0].quote
+    assert verdicts["tool_calling_precision"].value == P and verdicts["structured_data_reasoning"].value == P
+    assert attribute(trajectory).source == "agent"  # the closing "anything else?" awaits no answer
+
+
+def test_a_wrong_record_read_from_the_data_is_data_reasoning() -> None:
+    run = (looked_up("ABC123").call("get_reservation_details", booking("XYZ789"), reservation_id="XYZ789")
+           .say("Cancel XYZ789, booked today?").user("yes").call("cancel_reservation", booking("XYZ789"), reservation_id="XYZ789"))
+    verdicts = detect(run.trajectory([cancel("ABC123")], [False]))
     assert verdicts["structured_data_reasoning"].value == L
-    assert "not communicated: refund 120" in verdicts["structured_data_reasoning"].evidence[0].quote
-    looping = detect(run(messages, [READ], [True], termination="max_steps"))
-    assert looping["multi_step_task_completion"].value == L and looping["multi_step_task_completion"].evidence[0].message_index == 5
+    assert verdicts["structured_data_reasoning"].evidence[0].quote.startswith("wrong value read from the data")
+    assert verdicts["multi_step_task_completion"].value == P
 
 
-def test_policy_compliance_transfers_and_forbidden_writes() -> None:
-    transfer = [Message(role="user", content="hi"), call("transfer_to_human_agents", 1, summary="x"), result(1)]
-    assert detect(run(transfer, [READ], [False]))["policy_compliance"].value == L
-    assert detect(run(transfer, [{"name": "transfer_to_human_agents", "arguments": {"summary": "y"}}], [False]))["policy_compliance"].value == P
-    forbidden = [Message(role="user", content="cancel ABC"), call("get_reservation_details", 1, reservation_id="ABC"),
-                 result(1), call("cancel_reservation", 2, reservation_id="ABC"), result(2)]
-    verdict = detect(run(forbidden, [READ], [True]))["policy_compliance"]
-    assert verdict.value == L and "policy forbids" in verdict.evidence[0].quote
-    assert detect(run([Message(role="user", content="hi")], []))["tool_calling_precision"].value == N
+def test_a_skipped_lookup_is_not_a_missed_step() -> None:
+    run = (looked_up("ABC123").say("Cancel ABC123 (booked today)?").user("yes")
+           .call("cancel_reservation", booking("ABC123"), reservation_id="ABC123"))
+    calculate = {"name": "calculate", "arguments": {"expression": "200 * 1"}}
+    assert detect(run.trajectory([calculate, cancel("ABC123")], [False, True]))["multi_step_task_completion"].value == N
+    book = {"name": "book_reservation", "arguments": {"user_id": "ana_1"}}
+    assert detect(run.trajectory([book, cancel("ABC123")], [False, True]))["multi_step_task_completion"].value == L
+
+
+def test_writes_need_an_explicit_yes_to_their_details_and_a_read_record() -> None:
+    bags = {"name": "update_reservation_baggages",
+            "arguments": {"reservation_id": "ABC123", "total_baggages": 1, "nonfree_baggages": 0, "payment_id": "credit_card_1"}}
+    confirmed = (looked_up("ABC123").say("I'll add 1 checked bag to ABC123, free with your allowance. Shall I?").user("Yes")
+                 .call(bags["name"], booking("ABC123", bags=1), **bags["arguments"]))
+    assert detect(confirmed.trajectory([bags], [True], success=True))["precondition_verification"].value == P
+    unasked = looked_up("ABC123").call(bags["name"], booking("ABC123", bags=1), **bags["arguments"])
+    verdict = detect(unasked.trajectory([bags], [True], success=True))["precondition_verification"]
+    assert verdict.value == L and "without an explicit yes" in verdict.evidence[0].quote
+    unread = (Run().user("cancel ABC123, I booked it today").say("Cancel ABC123?").user("yes")
+              .call("cancel_reservation", booking("ABC123"), reservation_id="ABC123"))
+    assert "without reading it first" in quotes(unread.trajectory([cancel("ABC123")], [True]), "precondition_verification")
+
+
+def test_a_failed_write_counts_when_it_mattered_and_a_solo_run_needs_no_yes() -> None:
+    bags = {"reservation_id": "ABC123", "total_baggages": 1, "nonfree_baggages": 0, "payment_id": "credit_card_1"}
+    run = (looked_up("ABC123").say("Add 1 checked bag to ABC123 for free?").user("yes")
+           .call("update_reservation_baggages", "Error: reservation is locked", error=True, **bags))
+    gold = [{"name": "update_reservation_baggages", "arguments": bags}]
+    assert "failed write, never redone" in quotes(run.trajectory(gold, [True], success=False), "precondition_verification")
+    assert values(run.trajectory(gold, [True], success=True))["precondition_verification"] == P  # it did not matter
+    solo = Run()
+    solo.messages = [m for m in looked_up("ABC123").messages if m.role != "user"]
+    solo.call("update_reservation_baggages", booking("ABC123", bags=1), **bags)
+    assert values(solo.trajectory(gold, [True], success=True))["precondition_verification"] == P  # nobody to ask
+
+
+def test_cancellation_follows_the_policy_conditions() -> None:
+    def cancelled(user_text: str, proposal: str = "Cancel ABC123?", **record) -> dict[str, LabelValue]:
+        run = (Run().user(user_text).call("get_user_details", USER, user_id="ana_1")
+               .call("get_reservation_details", booking("ABC123", **record), reservation_id="ABC123")
+               .say(proposal).user("yes").call("cancel_reservation", booking("ABC123", **record), reservation_id="ABC123"))
+        return values(run.trajectory([cancel("ABC123")], [True], success=True))
+
+    assert cancelled("cancel ABC123")["policy_compliance"] == P  # booked within 24 hours
+    old = {"created": "2024-05-01T10:00:00"}
+    assert cancelled("cancel ABC123, plans changed", **old)["policy_compliance"] == L
+    assert cancelled("cancel ABC123, plans changed", **old)["precondition_verification"] == L
+    knowingly = cancelled("cancel ABC123, plans changed", "ABC123 is not eligible for a refund. Cancel it anyway?", **old)
+    assert knowingly["policy_compliance"] == L and knowingly["precondition_verification"] == P  # checked, then broke the rule
+    assert cancelled("cancel ABC123, I am sick", insurance="yes", **old)["policy_compliance"] == P
+    assert cancelled("cancel ABC123, plans changed", cabin="business", **old)["policy_compliance"] == P
+    assert cancelled("cancel ABC123", date="2024-05-10")["policy_compliance"] == L  # already flown
+    # A rule applies only when the run's policy holds the sentence it implements.
+    other = Run(policy="The current time is 2024-05-15 15:00:00 EST. Cancel whatever the user asks.")
+    run = (other.user("cancel ABC123").call("get_reservation_details", booking("ABC123", **old), reservation_id="ABC123")
+           .call("cancel_reservation", booking("ABC123", **old), reservation_id="ABC123"))
+    assert values(run.trajectory([cancel("ABC123")], [True], success=True))["policy_compliance"] == P
+
+
+def test_gold_that_breaks_the_policy_blames_the_benchmark_not_the_compliant_agent() -> None:
+    old = {"created": "2024-05-01T10:00:00"}
+    run = (Run().user("cancel ABC123, plans changed").call("get_user_details", USER, user_id="ana_1")
+           .call("get_reservation_details", booking("ABC123", **old), reservation_id="ABC123")
+           .say("ABC123 was booked over 24 hours ago in economy without insurance, so the policy does not allow a refund.")
+           .user("Fine. ###STOP###"))
+    trajectory = run.trajectory([cancel("ABC123")], [False])
+    assert values(trajectory)["policy_compliance"] == P and values(trajectory)["multi_step_task_completion"] == N
+    source = attribute(trajectory)
+    assert source.source == "benchmark" and "over 24 h" in source.evidence.quote
+    business = Run().user("cancel ABC123").call("get_user_details", USER, user_id="ana_1").call(
+        "get_reservation_details", booking("ABC123", cabin="business", **old), reservation_id="ABC123").say(
+        "ABC123 cannot be cancelled under our policy.").user("ok ###STOP###")
+    refused = business.trajectory([cancel("ABC123")], [False])
+    assert attribute(refused).source == "agent" and values(refused)["policy_compliance"] == L  # refused what is allowed
+    forbidden = (Run().user("cancel ABC123 and XYZ789, plans changed").call("get_user_details", USER, user_id="ana_1")
+                 .call("get_reservation_details", booking("ABC123", **old), reservation_id="ABC123")
+                 .call("get_reservation_details", booking("XYZ789", **old), reservation_id="XYZ789")
+                 .say("Cancel ABC123 for a full refund?").user("yes")
+                 .call("cancel_reservation", booking("ABC123", **old), reservation_id="ABC123"))
+    own = attribute(forbidden.trajectory([cancel("XYZ789")], [False]))  # the gold breaks the policy, and so did the agent
+    assert own.source == "agent" and "forbids" in own.reason and "ABC123" in own.evidence.quote
+
+
+def test_transfers_are_judged_by_the_users_request_not_by_gold() -> None:
+    def transferred(user_text: str, success: bool = True) -> LabelValue:
+        run = looked_up("ABC123").user(user_text).call("transfer_to_human_agents", "Transfer successful", summary="x").say(
+            "YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON.")
+        return values(run.trajectory([], [], success=success))["policy_compliance"]
+
+    assert transferred("Please connect me to a human agent.") == P
+    assert transferred("What is my balance?") == L
+    expected = (looked_up("ABC123").user("My SIM is locked.").call("transfer_to_human_agents", "Transfer successful", summary="x")
+                .trajectory([{"name": "transfer_to_human_agents", "arguments": {"summary": "x"}}], [True], success=True))
+    assert values(expected)["policy_compliance"] == P  # the task itself calls for the transfer
+
+
+def test_the_user_stopping_before_the_agent_could_act_is_the_user_simulators() -> None:
+    proposal = looked_up("ABC123").say("Shall I cancel ABC123 for a full refund?")
+    gold = [cancel("ABC123")]
+    left = proposal.user("Yes please.###STOP###").trajectory(gold, [False])
+    assert attribute(left).source == "user_simulator" and values(left)["multi_step_task_completion"] == N
+    assert attribute(Run().user("###STOP###").trajectory(gold, [False])).source == "user_simulator"
+    closing = (looked_up("ABC123").say("Is there anything else I can help you with?").user("No. ###STOP###")
+               .trajectory(gold, [False]))
+    assert attribute(closing).source == "agent" and values(closing)["multi_step_task_completion"] == L
+
+
+def test_a_domain_the_rules_do_not_know_gets_the_generic_checks() -> None:
+    run = (Run("bank", policy="Be nice.").user("move 10 to savings").call("get_account", {"account_id": "A1"}, account_id="A1")
+           .call("transfer_funds", {"ok": True}, account_id="A1", amount=10).call("transfer_funds", {"ok": True}, account_id="A1", amount=10)
+           .call("transfer_funds", {"ok": True}, account_id="A1", amount=10))
+    gold = [{"name": "transfer_funds", "arguments": {"account_id": "A1", "amount": 10}},
+            {"name": "close_account", "arguments": {"account_id": "A1"}}]
+    verdicts = values(run.trajectory(gold, [True, False]))
+    assert verdicts["multi_step_task_completion"] == L and verdicts["tool_calling_precision"] == L  # never closed; a loop
+    assert verdicts["precondition_verification"] == P  # no confirmation rule without a known policy
 
 
 def test_contrast_pairs_and_all_fail_tasks() -> None:
-    a = run([Message(role="user", content="x")], [], success=True, task="1", agent="a")
-    b = run([Message(role="user", content="y")], [], success=False, task="1", agent="b")
-    c = run([Message(role="user", content="z")], [], success=False, task="2", agent="a")
-    d = run([Message(role="user", content="w")], [], success=False, task="2", agent="b")
+    a, b, c, d = (Run().user(t).trajectory([], [], success=s, task=k, agent=g)
+                  for t, s, k, g in (("x", True, "1", "a"), ("y", False, "1", "b"), ("z", False, "2", "a"), ("w", False, "2", "b")))
     pairs = contrast([a, b, c, d])
     assert [(p.task, p.pairs) for p in pairs] == [("tau2-airline:1", [(a.id, b.id)])]
     assert [e["task"] for e in failing_for_every_agent([a, b, c, d])] == ["tau2-airline:2"]
     assert failing_for_every_agent([c]) == []  # one agent is not evidence of a benchmark error
 
 
-def test_known_corrections_used_without_a_reference_file(tmp_path: Path) -> None:
-    failed = run([Message(role="user", content="x")], [READ], [False], task="7")
-    changed = gold_changes([failed], [tmp_path])
-    assert "known list" in changed["tau2-airline:7"].reason
-    assert attribute_deterministic([failed], changed)[failed.id].source == "benchmark"
-
-
 @pytest.fixture(scope="module")
-def airline(shared_data: Path):
+def airline_runs(shared_data: Path):
     folder = shared_data / "tau2" / "results" / "airline"
     if not folder.is_dir():
         pytest.skip(f"{folder} is absent")
     trajectories = ingest_paths([folder]).trajectories
-    return folder, trajectories, diagnose(trajectories, [folder])
+    return trajectories, diagnose(trajectories, [folder])
 
 
-def test_airline_selects_the_papers_capabilities_with_intervals(airline) -> None:
-    _, _, diagnosis = airline
+def test_airline_selects_policy_capabilities_with_intervals(airline_runs) -> None:
+    _, diagnosis = airline_runs
     report = diagnosis.report
-    chosen = PAPER_TAU_CAPABILITIES.intersection(report.selected)
-    assert len(chosen) >= 3, report.selected
+    assert {"precondition_verification", "policy_compliance"} <= set(report.selected)
+    assert len(PAPER_TAU_CAPABILITIES.intersection(report.selected)) >= 3, report.selected
     for stats in report.capabilities:
-        if stats.capability.name in chosen:
+        if stats.selected:
             low, high = stats.delta_ci
-            assert low <= stats.delta_mean <= high and low > 0
-            assert stats.delta_mean >= 0.2 and stats.cov[0] >= 0.1
+            assert low <= stats.delta_mean <= high and low > 0 and stats.cov[0] >= 0.1
             assert stats.explained_failures and all(e["evidence"] for e in stats.explained_failures)
-    assert "tau2-airline:7" in {e["task"] for e in report.possible_benchmark_errors}
     assert 0 < report.union_coverage <= 1
 
 
-def test_airline_gold_changed_tasks_flagged_not_blamed(airline) -> None:
-    folder, trajectories, diagnosis = airline
-    reference = folder.parents[1] / "domains" / "airline" / "tasks.json"
-    if not reference.is_file():
-        pytest.skip(f"{reference} is absent")
-    assert {key.split(":")[1] for key in diagnosis.gold_changed} == CHANGED_AIRLINE_TASKS
-    blamed_on_benchmark = {t for t, s in diagnosis.sources.items() if s.source == "benchmark"}
-    assert blamed_on_benchmark, "no failure attributed to the corrected gold"
+def test_airline_benchmark_blame_comes_from_gold_that_breaks_the_policy(airline_runs) -> None:
+    trajectories, diagnosis = airline_runs
+    blamed = [s for s in diagnosis.sources.values() if s.source == "benchmark"]
+    assert {s.reason for s in blamed} == {"gold action breaks the policy", "gold action corrected by the benchmark"}
     by_id = {t.id: t for t in trajectories}
-    assert all(by_id[t].task_id in CHANGED_AIRLINE_TASKS for t in blamed_on_benchmark)
+    tasks = {by_id[s.trajectory_id].task_id for s in blamed}
+    assert {"33", "37", "39", "44"} <= tasks  # gold against the bag allowance, flown or ineligible cancellations
+    grouped = [e for e in diagnosis.report.possible_benchmark_errors if "failures_attributed_to_benchmark" in e]
+    assert sum(e["failures_attributed_to_benchmark"] for e in grouped) == len(blamed) == diagnosis.report.failure_sources["benchmark"]
     counted = {e["trajectory_id"] for s in diagnosis.report.capabilities for e in s.explained_failures}
-    assert not counted & blamed_on_benchmark
-    assert diagnosis.report.failure_sources["benchmark"] == len(blamed_on_benchmark)
+    assert not counted & {s.trajectory_id for s in blamed}
+
+
+def _agreement_module():
+    spec = importlib.util.spec_from_file_location("diagnosis_agreement", REPO / "benchmarks" / "diagnosis_agreement.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_agreement_with_careful_reading_on_the_tune_half(shared_data: Path) -> None:
+    """Regression guard on the half the detectors were tuned on (the test half is the benchmark's)."""
+    if not (shared_data / "tau2" / "results").is_dir():
+        pytest.skip("τ² runs absent")
+    bench = _agreement_module()
+    items = bench.load_items("tune", shared_data)
+    diagnosis = diagnose([i.trajectory for i in items], [])
+    voted = bench.voted_values(diagnosis)
+    for name in detect(items[0].trajectory):
+        pairs = [(i.entry["labels"][name]["label"], voted[(i.trajectory.id, name)].value.value) for i in items]
+        assert bench.kappa(pairs) >= 0.55, name
+    sources = [(i.entry["failure_source"], diagnosis.sources[i.trajectory.id].source) for i in items
+               if not i.trajectory.success and i.entry["failure_source"]]
+    assert bench.kappa(sources) >= 0.7
+    assert bench.kappa([("a", "a"), ("b", "b"), ("a", "b")]) == pytest.approx(0.4)
+    assert bench.kappa([("a", "a"), ("a", "a")]) is None
+
+
+def test_gold_the_benchmark_corrected_blames_it_only_for_runs_graded_on_it(shared_data: Path) -> None:
+    domains = shared_data / "tau2" / "domains"
+    for domain in corrections.CORRECTIONS:
+        if not (domains / domain / "tasks_v0.2.0.json").is_file():
+            pytest.skip(f"{domains / domain} is absent")
+        old, new = (json.loads((domains / domain / name).read_text()) for name in ("tasks_v0.2.0.json", "tasks.json"))
+        assert corrections.corrections_between(old, new) == corrections.CORRECTIONS[domain]  # the table is the data's own diff
+    airline_old = {str(t["id"]): t for t in json.loads((domains / "airline" / "tasks_v0.2.0.json").read_text())}
+    stale = next(a for a in airline_old["9"]["evaluation_criteria"]["actions"]
+                 if corrections.fingerprint(a["name"], a["arguments"]) in corrections.CORRECTIONS["airline"]["9"]["stale"])
+    run = Run().user("cancel NQNU5R please").say("Could you tell me why?").user("Plans changed.")
+    old_gold = run.trajectory([stale], [False], task="9")
+    assert attribute(old_gold).reason == "gold action corrected by the benchmark"
+    assert attribute(run.trajectory([{**stale, "arguments": {"reservation_id": "OTHER1"}}], [False], task="9")).source == "agent"
+    # Task 7's stale flight change was replaced by another one: an agent that made neither fails the corrected set too.
+    replaced = next(a for a in airline_old["7"]["evaluation_criteria"]["actions"]
+                    if corrections.fingerprint(a["name"], a["arguments"]) in corrections.CORRECTIONS["airline"]["7"]["stale"])
+    idle = Run().user("change my flights please").say("Which reservation?").user("The one to Boston.").say("I cannot find it.")
+    assert attribute(idle.trajectory([replaced], [False], task="7")).source == "agent"

@@ -6,9 +6,11 @@ import json
 
 import pytest
 
-from tracegym.synth_envs.calibration import (Band, Point, StepwiseOraclePolicy, backend_measure, calibrate,
+from tracegym.synth_envs.calibration import (CalibrationConfig, Point, StepwiseOraclePolicy, backend_measure, calibrate,
                                               policy_measure, write_calibrations)
 from tracegym.synth_envs.registry import get_family
+
+SIXTEEN_BY_FOUR = CalibrationConfig(seeds=16, rollouts=4)
 
 
 def test_stepwise_policy_gets_worse_on_harder_rungs() -> None:
@@ -22,10 +24,10 @@ def test_stepwise_policy_gets_worse_on_harder_rungs() -> None:
 
 @pytest.mark.parametrize("accuracy", [0.9, 0.8, 0.7])
 def test_search_lands_in_band_and_records_the_curve(accuracy: float) -> None:
-    result = calibrate("multi_step_task_completion", policy_measure(StepwiseOraclePolicy(accuracy)), range(16), 4, policy="scripted")
+    result = calibrate("multi_step_task_completion", policy_measure(StepwiseOraclePolicy(accuracy)), SIXTEEN_BY_FOUR, policy="scripted")
     assert result.in_band, result.as_dict()
     chosen = next(p for p in result.curve if p.knobs == result.knobs)
-    assert Band().low <= chosen.mean_reward <= Band().high
+    assert SIXTEEN_BY_FOUR.low <= chosen.mean_reward <= SIXTEEN_BY_FOUR.high
     indices = [p.ladder_index for p in result.curve]
     assert len(indices) == len(set(indices)) and len(result.curve) <= 3  # bisection over 5 rungs
     for point in result.curve:
@@ -33,13 +35,13 @@ def test_search_lands_in_band_and_records_the_curve(accuracy: float) -> None:
 
 
 def test_better_policy_is_given_harder_knobs() -> None:
-    strong = calibrate("multi_step_task_completion", policy_measure(StepwiseOraclePolicy(0.95)), range(16), 4)
-    weak = calibrate("multi_step_task_completion", policy_measure(StepwiseOraclePolicy(0.7)), range(16), 4)
+    strong = calibrate("multi_step_task_completion", policy_measure(StepwiseOraclePolicy(0.95)), SIXTEEN_BY_FOUR)
+    weak = calibrate("multi_step_task_completion", policy_measure(StepwiseOraclePolicy(0.7)), SIXTEEN_BY_FOUR)
     assert strong.knobs["n_operations"] > weak.knobs["n_operations"]
 
 
 def test_out_of_reach_band_reports_closest_rung(tmp_path) -> None:
-    perfect = calibrate("precondition_verification", policy_measure(StepwiseOraclePolicy(1.0)), range(8), 2)
+    perfect = calibrate("precondition_verification", policy_measure(StepwiseOraclePolicy(1.0)), CalibrationConfig(seeds=8, rollouts=2))
     assert not perfect.in_band and not perfect.accepted
     assert all(p.mean_reward == 1.0 and p.all_one_groups == 1.0 for p in perfect.curve)
     assert perfect.knobs == dict(get_family("precondition_verification").ladder[-1])
@@ -54,15 +56,16 @@ def test_group_statistics() -> None:
     point = Point.from_groups({}, 0, [[0.0, 0.0], [1.0, 1.0], [0.5, 1.0], [0.0, 0.25]])
     assert point.mean_reward == pytest.approx(0.46875, abs=1e-4)
     assert point.success_rate == 0.375 and point.all_zero_groups == 0.25 and point.all_one_groups == 0.25
-    assert not point.accepted(Band())
+    assert not point.accepted(CalibrationConfig())
 
 
 def test_backend_measure_runs_real_rollouts_with_the_tiny_model() -> None:
-    from tracegym.generation import HFBackend, SamplingConfig
+    from tracegym.config import RolloutConfig
+    from tracegym.generation import HFBackend
     from tracegym.models import tiny_model
 
     model, tokenizer = tiny_model()
-    measure = backend_measure(HFBackend(model, tokenizer), SamplingConfig(max_new_tokens=8, temperature=1.0, seed=0), progress=False)
+    measure = backend_measure(HFBackend(model, tokenizer), RolloutConfig(max_new_tokens=8), progress=False)
     groups = measure("precondition_verification", {"max_conditions": 1}, [0, 1], 2)
     assert len(groups) == 2 and all(len(g) == 2 for g in groups)
     assert all(0.0 <= r <= 1.0 for g in groups for r in g)

@@ -1,9 +1,9 @@
 """Property tests over many seeds for every environment family.
 
 For each family: the same seed gives the same episode (also in a fresh process with another
-hash seed); the oracle earns exactly 1.0; every listed wrong trajectory earns less; rewards of
-random (type-correct but arbitrary) play stay in [0, 1]; malformed actions come back as error
-observations and never raise.
+hash seed); the oracle earns exactly 1.0; every listed wrong trajectory earns less; random
+(type-correct but arbitrary) play earns rewards in [0, 1] and never 1.0; malformed actions come
+back as error observations and never raise.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tracegym.synth_envs import sandbox
 from tracegym.synth_envs.base import Environment, play
 from tracegym.synth_envs.registry import families, make_env
 from tracegym.toolcalls import render_tool_call
@@ -46,7 +47,7 @@ def test_oracle_earns_one_and_wrong_answers_less(family: str) -> None:
     env = make_env(family)
     for seed in seeds_for(family):
         _, result = play(env, seed, env.oracle(seed))
-        assert result.done and result.reward == 1.0, (family, seed, result)
+        assert result.terminated and not result.truncated and result.reward == 1.0, (family, seed, result)
         wrong = env.wrong_trajectories(seed)
         assert wrong, (family, seed)
         for actions in wrong:
@@ -64,12 +65,15 @@ def test_same_seed_same_episode(family: str) -> None:
         assert first.system_prompt == second.system_prompt
     env = make_env(family)
     texts = {env.reset(seed) + env.gold_answer(seed) + "".join(env.oracle(seed)) for seed in seeds_for(family)}
-    assert len(texts) > 1, "different seeds should give different episodes"
+    # causal episodes differ in their tables; their task and oracle texts repeat for the same cause
+    assert len(texts) >= 0.8 * len(seeds_for(family)), "different seeds should give different episodes"
 
 
 def _digest() -> str:
     parts = []
     for family in FAMILIES:
+        if family == "code_repair" and sandbox.unavailable() is not None:
+            continue  # its episodes are verified by running code, which refuses without the sandbox
         env = make_env(family)
         for seed in (0, 1):
             parts.append(env.reset(seed) + "\n".join(env.oracle(seed)))
@@ -140,11 +144,11 @@ def test_random_play_rewards_stay_in_unit_interval(family: str) -> None:
             if family == "code_repair" and "run_tests" in action:
                 action = render_tool_call("list_files", {})
             result = env.step(action)
-            if result.done:
+            if result.ended:
                 break
-        assert result.done and 0.0 <= result.reward <= 1.0, (family, result)
+        assert result.ended and 0.0 <= result.reward <= 1.0, (family, result)
         rewards.append(result.reward)
-    assert max(rewards) < 1.0 or family in ("precondition_verification",), "random play should rarely solve an episode"
+    assert max(rewards) < 1.0, f"{family}: random play solved an episode"
 
 
 def _malformed(env: Environment) -> list[str]:
@@ -175,13 +179,13 @@ def test_malformed_actions_become_error_observations(family: str) -> None:
     for action in _malformed(env):
         env.reset(1)
         result = env.step(action)
-        assert not result.done, action
+        assert not result.ended, action
         assert "error" in result.observation, (action, result.observation)
         assert result.info["errors"] >= 1
     env.reset(2)
     for _ in range(env.max_turns):
         result = env.step("<tool_call>{broken</tool_call>")
-    assert result.done and result.info["truncated"] and 0.0 <= result.reward < 1.0
+    assert result.truncated and not result.terminated and 0.0 <= result.reward < 1.0
 
 
 def test_step_before_reset_is_a_programming_error() -> None:
@@ -198,13 +202,8 @@ def test_knobs_change_the_episode_size() -> None:
 
 def test_causal_rewards_follow_the_paper_formula() -> None:
     env = make_env("causal_diagnosis")
-    for seed in range(20):
-        env.reset(seed)
-        world = env.world
-        if len(world.slice) == 2:
-            break
-    else:
-        pytest.skip("no two-dimensional slice in the first 20 seeds")
+    seed = next(seed for seed in range(20) if env.reset(seed) and len(env.world.slice) == 2)
+    world = env.world
     (d1, v1), (d2, v2) = world.slice
     half = json.dumps({"cause": world.cause, "slice": {d1: v1}})
     _, result = play(env, seed, [half])
@@ -224,7 +223,7 @@ def test_causal_sql_is_read_only_and_output_is_capped() -> None:
     big = env.step(render_tool_call("sql", {"query": "SELECT * FROM segment_daily"})).observation
     assert "output cut at 8000 characters" in big and len(big) < 8_200
     still = env.step(render_tool_call("sql", {"query": "SELECT count(*) AS n FROM budget_log"})).observation
-    assert "14" in still
+    assert still == "<tool_response>\nn\n14\n</tool_response>"
     assert not os.path.exists("/tmp/leak.csv")
 
 

@@ -1,95 +1,131 @@
-"""The code-repair sandbox contains hostile submissions; each is stopped and scored 0 with its reason."""
+"""The code sandbox's mechanics: reports, grading from outside, limits, the view from inside, fail closed.
+
+Attacks by submissions through the code-repair environment are in tests/test_hostile.py.
+"""
 
 from __future__ import annotations
 
 import os
-import socket
-import uuid
+import sys
 
 import pytest
 
-from tracegym.synth_envs.base import play
-from tracegym.synth_envs.registry import make_env
-from tracegym.synth_envs.sandbox import network_namespace_available, run_tests
-from tracegym.toolcalls import render_tool_call
+from tracegym.synth_envs import sandbox
+from tracegym.synth_envs.sandbox import Case, SandboxConfig, SandboxUnavailable, grade, run_tests
+
+needs_sandbox = pytest.mark.skipif(sandbox.unavailable() is not None, reason=f"no sandbox here: {sandbox.unavailable()}")
 
 TESTS = "from mod import f\n\ndef test_one():\n    assert f(1) == 2\n\ndef test_two():\n    assert f(2) == 3\n"
+SHORT = SandboxConfig(timeout_s=3, cpu_s=6)  # CPU time above the wall clock: the timeout comes first
 
 
-def _run(body: str, **limits: float) -> object:
-    return run_tests({"mod.py": body, "test_mod.py": TESTS}, "test_mod", **limits)
+def _tests(body: str, config: SandboxConfig = SHORT) -> sandbox.SandboxResult:
+    return run_tests({"mod.py": body, "test_mod.py": TESTS}, "test_mod", config)
 
 
+def _inside(check: str) -> sandbox.SandboxResult:
+    """Run `check` (a test body's statements) as a test in the sandbox."""
+    body = "import os\n\ndef test_inside():\n" + "".join(f"    {line}\n" for line in check.splitlines())
+    return run_tests({"test_inside.py": body}, "test_inside", SHORT)
+
+
+@needs_sandbox
 def test_a_clean_run_reports_each_test() -> None:
-    result = _run("def f(x):\n    return x + 1\n")
+    result = _tests("def f(x):\n    return x + 1\n")
     assert result.ok and sorted(result.passed) == ["test_one", "test_two"] and not result.failed
-    broken = _run("def f(x):\n    return x + 2\n")
+    broken = _tests("def f(x):\n    return x + 2\n")
     assert broken.ok and sorted(broken.failed) == ["test_one", "test_two"]
     assert "AssertionError" in broken.failed["test_one"]
 
 
-def test_infinite_loop_is_killed() -> None:
-    result = _run("def f(x):\n    while True:\n        pass\n", timeout_s=1.5)
-    assert not result.ok and result.status == "timeout" and "killed after" in result.reason
+@needs_sandbox
+def test_grading_compares_plain_values_outside() -> None:
+    module = {"m.py": "def words(t):\n    return {w: len(w) for w in t.split()}\n\ndef kinds(t):\n    return set(t)\n"}
+    cases = [Case("dict", "words", "('b a',)", "{'a': 1, 'b': 1}"),  # other insertion order, equal dict
+             Case("set", "kinds", "('ab',)", "{'b', 'a'}"),  # set order depends on the string hash seed
+             Case("wrong", "words", "('a',)", "{'a': 2}"), Case("raises", "words", "(5,)", "{}")]
+    result = grade(module, "m", cases, SHORT)
+    assert result.ok and result.passed == ["dict", "set"]
+    assert result.failed["wrong"] == "returned {'a': 1}, expected {'a': 2}"
+    assert result.failed["raises"].startswith("AttributeError")
 
 
-def test_memory_bomb_is_stopped() -> None:
-    result = _run("def f(x):\n    block = bytearray(8 * 2**30)\n    return x + 1\n")
-    assert not result.ok and "memory limit" in result.reason
+@needs_sandbox
+def test_values_that_are_not_plain_are_never_compared() -> None:
+    cases = [Case("c", "f", "(1,)", "2")]
+    for value in ("type('E', (), {'__eq__': lambda s, o: True})()", "type('I', (int,), {})(2)", "[2, object()]"):
+        result = grade({"m.py": f"def f(x):\n    return {value}\n"}, "m", cases, SHORT)
+        assert not result.ok and "not a plain value" in result.reason, value
 
 
-def test_write_outside_the_directory_is_refused() -> None:
-    target = f"/tmp/tracegym-escape-{uuid.uuid4().hex}.txt"
-    result = _run(f"def f(x):\n    open({target!r}, 'w').write('pwned')\n    return x + 1\n")
-    assert not result.ok and "write outside the sandbox" in result.reason
-    assert not os.path.exists(target)
-
-
-def test_sockets_are_refused() -> None:
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(1)
-    port = listener.getsockname()[1]
-    try:
-        result = _run(f"import socket\ndef f(x):\n    socket.create_connection(('127.0.0.1', {port}), timeout=1)\n    return x + 1\n")
-    finally:
-        listener.close()
-    assert not result.ok and "network access" in result.reason
-
-
-def test_spawning_processes_is_refused() -> None:
-    marker = f"/tmp/tracegym-spawn-{uuid.uuid4().hex}"
-    result = _run(f"import os\ndef f(x):\n    os.system('touch {marker}')\n    return x + 1\n")
-    assert not result.ok and "process spawning" in result.reason and not os.path.exists(marker)
-
-
-def test_output_flood_and_silent_exit_leave_no_passing_report() -> None:
-    flood = _run("import sys\ndef f(x):\n    while True:\n        sys.stdout.write('x' * 65536)\n", timeout_s=5)
-    assert not flood.ok and not flood.passed
-    exit_early = _run("import os\nos._exit(0)\n")
-    assert not exit_early.ok and exit_early.status == "no_report"
-
-
-def test_network_namespace_is_used_when_available() -> None:
-    result = _run("def f(x):\n    return x + 1\n")
-    assert result.isolation == ("netns+rlimits+audit" if network_namespace_available() else "rlimits+audit")
-
-
-@pytest.mark.parametrize("payload, reason", [
-    ("while True:\n        pass", "timeout"),
-    ("block = bytearray(8 * 2**30)", "memory limit"),
-    ("open('/tmp/tracegym-escape.txt', 'w').write('x')", "write outside the sandbox"),
-    ("__import__('socket').socket().connect(('10.255.255.1', 80))", "network access"),
+@needs_sandbox
+@pytest.mark.parametrize("body, config, status, why", [
+    ("def f(x):\n    while True:\n        pass\n", SHORT, "timeout", "killed after 3 s"),
+    ("def f(x):\n    while True:\n        pass\n", SandboxConfig(timeout_s=10, cpu_s=1), "killed", "CPU time limit exceeded"),
+    ("def f(x):\n    block = bytearray(8 * 2**30)\n", SHORT, "ok", "memory limit"),
+    ("import sys\ndef f(x):\n    while True:\n        sys.stdout.write('x' * 65536)\n", SHORT, "output_limit", "bytes of output"),
 ])
-def test_hostile_fix_in_code_repair_scores_zero_with_reason(payload: str, reason: str) -> None:
-    env = make_env("code_repair")
-    env.sandbox_timeout_s = 2.0  # keeps the infinite-loop case short
-    seed = 0
-    oracle = env.oracle(seed)
-    bad_line, good_line = env._fresh(seed).world.fix
-    indent = good_line[: len(good_line) - len(good_line.lstrip())]
-    hostile = indent + payload.replace("\n", "\n" + indent) + "\n" + good_line
-    edit = render_tool_call("replace_in_file", {"path": "utils.py", "old": bad_line, "new": hostile})
-    _, result = play(env, seed, [oracle[0], edit, "Fixed."])
-    assert result.reward == 0.0
-    assert reason in result.info["reward_breakdown"]["stopped"]
+def test_limits_stop_the_run(body: str, config: SandboxConfig, status: str, why: str) -> None:
+    result = _tests(body, config)
+    assert not result.ok and not result.passed and why in result.reason and result.status == status
+
+
+@needs_sandbox
+def test_the_scratch_directory_is_small_and_the_only_writable_place() -> None:
+    assert "File too large" in _inside("open('big', 'wb').write(b'x' * 2 * 2**20)").failed["test_inside"]
+    result = _inside("for i in range(40):\n    open(f'f{i}', 'wb').write(b'x' * (2**20 - 1))")
+    assert "No space left on device" in result.failed["test_inside"]
+    for path in ("/task/x", "/usr/x", "/x", "/tmp/x", "/runner/x"):
+        result = _inside(f"open({path!r}, 'w')")
+        assert "OSError" in result.failed["test_inside"] or "Error" in result.failed["test_inside"], path
+
+
+@needs_sandbox
+def test_the_view_from_inside() -> None:
+    checks = {
+        "unprivileged": "assert os.getuid() == os.geteuid() != 0 and os.getgid() != 0",
+        "own pid namespace": "assert sorted(int(p) for p in os.listdir('/proc') if p.isdigit()) == [1, os.getpid()]",
+        "no network": "assert [l.split(':')[0].strip() for l in open('/proc/self/net/dev').readlines()[2:]] == ['lo']",
+        "nothing else of the machine": f"assert sorted(os.listdir('/')) == {sorted(_expected_root())}",
+        "no capabilities": "assert [l for l in open('/proc/self/status') if l.startswith('CapEff')] == ['CapEff:\\t0000000000000000\\n']",
+        "seccomp on": "assert any(l.split() == ['Seccomp:', '2'] for l in open('/proc/self/status'))",
+        "no environment": "assert set(os.environ) <= {'PWD', 'LC_CTYPE'}",
+    }
+    for name, check in checks.items():
+        result = _inside(check)
+        assert result.passed == ["test_inside"], (name, result.failed, result.reason)  # reading /proc is noted, not stopped
+
+
+def _expected_root() -> set[str]:
+    """The top-level names the sandbox shows: its own folders, the loader's links, the Python installation's root."""
+    tops = {"dev", "proc", "runner", "task", "usr", "work"}
+    tops |= {top for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32") if os.path.lexists("/" + top)}
+    python = os.path.realpath(sys.base_prefix).split("/")[1]
+    return tops | {python}
+
+
+@needs_sandbox
+def test_file_names_must_be_plain() -> None:
+    for name in ("../x.py", "a/b.py", ".hidden.py", ""):
+        with pytest.raises(ValueError):
+            run_tests({name: "", "test_x.py": ""}, "test_x", SHORT)
+
+
+def test_switched_off_it_refuses_to_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(sandbox.SWITCH, "off")
+    with pytest.raises(SandboxUnavailable, match="code execution refused: the sandbox is switched off"):
+        _tests("def f(x):\n    return x + 1\n")
+    with pytest.raises(SandboxUnavailable):
+        grade({"m.py": "def f(x):\n    return x\n"}, "m", [Case("c", "f", "(1,)", "1")], SHORT)
+
+
+def test_without_bwrap_it_refuses_to_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(sandbox.SWITCH, raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    sandbox._probe.cache_clear()
+    try:
+        assert "bubblewrap (bwrap) is not installed" in (sandbox.unavailable() or "")
+        with pytest.raises(SandboxUnavailable, match="bubblewrap"):
+            _tests("def f(x):\n    return x + 1\n")
+    finally:
+        sandbox._probe.cache_clear()

@@ -34,6 +34,11 @@ def test_methods_are_the_tools_with_exact_schemas(family: str) -> None:
             assert schema["parameters"]["properties"][name].get("enum") == spec.get("enum")
 
 
+def test_methods_follow_the_tools_offered_at_the_knobs() -> None:
+    methods = _public_methods(trl_environment_class("error_recovery", n_error_kinds=1)())
+    assert set(methods) == {"track_package", "submit_answer"}
+
+
 @pytest.mark.parametrize("family", ["tool_calling_precision", "error_recovery", "precondition_verification"])
 def test_oracle_through_the_adapter_earns_the_env_reward(family: str) -> None:
     env = make_env(family)

@@ -3,24 +3,29 @@ groups, hint stripping, artifacts."""
 
 from __future__ import annotations
 
+import json
+
 import torch
 from adapters_lookup_env import FlatEnv, ProseEnv, chatty_tiny_model
 from peft import PeftModel
 
 from tracegym.adapters.artifacts import write_artifacts
-from tracegym.adapters.grpo import GRPOConfig, GRPOTrainer, read_log, varied_groups
+from tracegym.adapters.config import CreditConfig, GRPOConfig
+from tracegym.adapters.grpo import GRPOTrainer, read_log, varied_groups
 from tracegym.adapters.lora import attach_lora, trainable_state
 from tracegym.adapters.policy_loss import group_batches, token_logprobs
 from tracegym.cli import main
+from tracegym.config import RolloutConfig, config_dict
 from tracegym.rollout import HINT_SEPARATOR, Episode
 from tracegym.schema import AdapterArtifact, EnvSpec
 
 
-def _trainer(tmp_path, env=ProseEnv, **overrides):
+def _trainer(tmp_path, env=ProseEnv, max_new_tokens=12, credit="trace", temperature=1.0, **overrides):
     model, tokenizer = chatty_tiny_model()
-    settings = dict(steps=1, groups_per_step=1, group_size=4, max_new_tokens=12, learning_rate=1e-2, lora_rank=4, save_every=1)
-    config = GRPOConfig(**{**settings, **overrides})
-    return GRPOTrainer(attach_lora(model, rank=config.lora_rank), tokenizer, env, config, tmp_path)
+    settings = dict(steps=1, groups_per_step=1, group_size=4, learning_rate=1e-2, lora_rank=4, save_every=1)
+    config = GRPOConfig(**{**settings, **overrides}, credit=CreditConfig(credit=credit))
+    rollout = RolloutConfig(temperature=temperature, max_new_tokens=max_new_tokens)
+    return GRPOTrainer(attach_lora(model, rank=config.lora_rank), tokenizer, env, config, rollout, tmp_path)
 
 
 def _sampled_logprob(trainer, episode):
@@ -148,7 +153,7 @@ def test_training_writes_a_loadable_peft_adapter(tmp_path):
     records = read_log(tmp_path)
     assert [r["step"] for r in records] == [1, 2]
     spec = EnvSpec(capability="tool_calling_precision", family="prose_test")
-    write_artifacts(tmp_path, trainer.policy, trainer.config.to_dict(), records, spec, "tiny", credit, {})
+    write_artifacts(tmp_path, trainer.policy, config_dict(trainer.config), records, spec, "tiny", credit, {})
     artifact = AdapterArtifact.model_validate_json((tmp_path / "artifact.json").read_text())
     assert artifact.credit == credit and (tmp_path / "learning_curve.png").stat().st_size > 0
     ids = torch.tensor([trainer.tokenizer("hello there")["input_ids"]])
@@ -172,14 +177,35 @@ def test_train_cli_rejects_bad_specs(tmp_path, capsys):
 
 def test_train_cli_writes_artifacts_and_resumes(tmp_path, capsys):
     out = tmp_path / "adapter"
-    common = ["train", "precondition_verification", "--out", str(out), "--model", "tiny", "--groups", "1",
-              "--group-size", "2", "--max-new-tokens", "6", "--heldout-seeds", "0", "--save-every", "1"]
-    assert main([*common, "--steps", "1", "--credit", "grpo"]) == 0
-    assert main([*common, "--steps", "2", "--credit", "grpo"]) == 1  # a checkpoint exists: no silent overwrite
+    common = ["train", "precondition_verification", "--out", str(out), "--model", "tiny", "--grpo-groups-per-step", "1",
+              "--grpo-group-size", "2", "--max-new-tokens", "6", "--eval-seeds", "0", "--grpo-save-every", "1", "--credit", "grpo"]
+    assert main([*common, "--grpo-steps", "1"]) == 0
+    assert main([*common, "--grpo-steps", "2"]) == 1  # a checkpoint exists: no silent overwrite
     assert "--resume" in capsys.readouterr().err
-    assert main([*common, "--steps", "2", "--credit", "grpo", "--resume"]) == 0
+    assert main([*common, "--grpo-steps", "2", "--resume"]) == 0
     assert [r["step"] for r in read_log(out)] == [1, 2]
     artifact = AdapterArtifact.model_validate_json((out / "artifact.json").read_text())
     assert artifact.metrics["steps"] == 2 and artifact.env_spec.family == "precondition_verification"
     for name in ("adapter_config.json", "adapter_model.safetensors", "train_config.json", "learning_curve.png"):
         assert (out / name).is_file(), name
+
+
+def test_eval_cli_scores_policies_on_the_same_seeds_and_pairs_them(tmp_path, capsys):
+    out = tmp_path / "adapter"
+    assert main(["train", "precondition_verification", "--out", str(out), "--model", "tiny", "--grpo-steps", "1",
+                 "--grpo-groups-per-step", "1", "--grpo-group-size", "2", "--max-new-tokens", "6", "--eval-seeds", "0"]) == 0
+    evaluation = ["--model", "tiny", "--eval-seeds", "3", "--eval-sampled", "2", "--max-new-tokens", "6"]
+    assert main(["eval", "base", str(out), str(out), "--out", str(tmp_path / "eval"), *evaluation]) == 0
+    assert "change vs first" in capsys.readouterr().out
+    result = json.loads((tmp_path / "eval" / "eval.json").read_text())
+    assert result["env_spec"]["family"] == "precondition_verification", "the environment comes from the adapter"
+    policies = result["policies"]
+    assert [p["name"] for p in policies] == ["base (tiny)", str(out), str(out)]
+    assert all(len(p["greedy_reward"]) == 3 and len(p["sampled_reward"]) == 3 for p in policies)
+    assert policies[0]["versus_first"] is None and set(policies[1]["versus_first"]) == {
+        "greedy_reward", "greedy_success", "sampled_reward", "sampled_success"}
+    same = [policies[2][key] for key in ("greedy_reward", "sampled_reward")]
+    assert same == [policies[1][key] for key in ("greedy_reward", "sampled_reward")], \
+        "the same policy scored twice on the same seeds gets the same rewards, greedy and sampled"
+    assert main(["eval", str(tmp_path), "--model", "tiny"]) == 1
+    assert "not 'base', a PEFT adapter folder" in capsys.readouterr().err

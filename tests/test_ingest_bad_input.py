@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tracegym.analysis.cli import REPORT, TRAJECTORIES
+from tracegym.analysis.ingest.outputs import REPORT, TRAJECTORIES
 from tracegym.analysis.examples import example_results, write_example_run
 from tracegym.analysis.ingest import IngestError, ingest_paths
 from tracegym.cli import main
+
+from ingest_samples import mini_swe_run, write_json
 
 
 @pytest.fixture
@@ -23,50 +25,28 @@ def good(tmp_path: Path) -> Path:
     return write_example_run(tmp_path / "good")
 
 
-def _write(path: Path, document: object) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document), encoding="utf-8")
-    return path
-
-
-def _mini_swe_run(root: Path, instance_ids: list[str], with_report: set[str]) -> Path:
-    """A small mini-swe-agent run folder; only the ids in `with_report` get a harness report."""
-    for instance_id in instance_ids:
-        _write(root / "trajs" / instance_id / f"{instance_id}.traj.json", {
-            "instance_id": instance_id, "trajectory_format": "mini-swe-agent-1",
-            "info": {"exit_status": "Submitted", "submission": "diff --git a/x.py b/x.py\n", "mini_version": "1.15.0", "config": {"model": {"model_name": "m"}}},
-            "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "<pr_description>\nConsider the following PR description:\nFix x\n</pr_description>"},
-                         {"role": "assistant", "content": "```bash\npytest\n```"}],
-        })
-        if instance_id in with_report:
-            _write(root / "logs" / instance_id / "report.json", {instance_id: {
-                "patch_exists": True, "patch_successfully_applied": True, "resolved": True,
-                "tests_status": {"FAIL_TO_PASS": {"success": ["t1"], "failure": []}, "PASS_TO_PASS": {"success": [], "failure": []}}}})
-        else:
-            (root / "logs" / instance_id).mkdir(parents=True, exist_ok=True)
-    return root
-
-
 def _truncated(tmp_path: Path) -> tuple[Path, str]:
+    """Cut off right where the first simulation's reward_info should start."""
     text = json.dumps(example_results(), indent=1)
+    cut = text.index('"reward_info": ', text.index('"simulations"')) + len('"reward_info": ')
     path = tmp_path / "bad" / "truncated.json"
     path.parent.mkdir(parents=True)
-    path.write_text(text[: len(text) // 2], encoding="utf-8")
-    return path, ""
+    path.write_text(text[:cut], encoding="utf-8")
+    return path, "simulations[0].reward_info"
 
 
 def _wrong_schema(tmp_path: Path) -> tuple[Path, str]:
     document = example_results()
     document["simulations"][2]["messages"][1]["role"] = 42
-    return _write(tmp_path / "bad" / "wrong_schema.json", document), "simulations[2].messages[1].role"
+    return write_json(tmp_path / "bad" / "wrong_schema.json", document), "simulations[2].messages[1].role"
 
 
 def _unknown(tmp_path: Path) -> tuple[Path, str]:
-    return _write(tmp_path / "bad" / "unknown.json", {"rows": [1, 2, 3]}), ""
+    return write_json(tmp_path / "bad" / "unknown.json", {"rows": [1, 2, 3]}), ""
 
 
 def _missing_report(tmp_path: Path) -> tuple[Path, str]:
-    run = _mini_swe_run(tmp_path / "bad" / "run", ["repo__a-1", "repo__a-2"], with_report={"repo__a-1"})
+    run = mini_swe_run(tmp_path / "bad" / "run", ["repo__a-1", "repo__a-2"], with_report={"repo__a-1"})
     return run, "instance_id"
 
 
@@ -87,7 +67,7 @@ def test_bad_input_fails_by_default_naming_file_and_path(case: str, tmp_path: Pa
     error = caught.value
     assert Path(error.path).name == file_name and file_name in str(error)
     assert reason in str(error)
-    assert error.json_path == json_path or (case == "truncated JSON" and error.json_path.startswith("line "))
+    assert error.json_path == json_path
     assert error.json_path in str(error)
 
 
@@ -100,7 +80,7 @@ def test_keep_going_ingests_the_rest_and_lists_the_skipped(case: str, tmp_path: 
     assert len(result.skipped) == 1
     skipped = result.skipped[0]
     assert Path(skipped.path).name == file_name and reason in skipped.reason
-    assert skipped.json_path == json_path or case == "truncated JSON"
+    assert skipped.json_path == json_path
     assert sum(s.skipped for s in result.sources) == 1
 
 
@@ -132,7 +112,7 @@ def test_unknown_file_met_while_walking_is_ignored_not_fatal(tmp_path: Path, goo
 
 def test_openhands_folder_without_summary_is_a_missing_report(tmp_path: Path, good: Path) -> None:
     run = tmp_path / "oh_run"
-    _write(run / "llm_completions" / "repo__b-1" / "litellm-1.0.json", {"messages": [], "response": {}, "kwargs": {}})
+    write_json(run / "llm_completions" / "repo__b-1" / "litellm-1.0.json", {"messages": [], "response": {}, "kwargs": {}})
     with pytest.raises(IngestError, match="missing report file .*output.swebench_eval.md"):
         ingest_paths([run])
     result = ingest_paths([good, run], keep_going=True)

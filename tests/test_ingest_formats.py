@@ -60,7 +60,7 @@ def test_chat_jsonl_bad_line_names_the_line(tmp_path: Path) -> None:
     lines[1] = lines[1][:40]
     path = tmp_path / "chat.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(IngestError, match=r"chat.jsonl: line 2: invalid JSON"):
+    with pytest.raises(IngestError, match=r"chat.jsonl: line 2: truncated JSON at column 40"):
         ingest_paths([path])
     assert len(ingest_paths([path], keep_going=True).trajectories) == 2
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tracegym.analysis.diagnose import diagnose
-from tracegym.analysis.judge import LLMJudge
+from tracegym.analysis.diagnose import DiagnoseConfig, diagnose
+from tracegym.analysis.judge import JudgeConfig, LLMJudge
 from tracegym.analysis.llm_client import OpenAIChatClient
 from tracegym.analysis.proposer import propose
 from tracegym.analysis.contrast import contrast
@@ -71,15 +71,17 @@ class StandIn(BaseHTTPRequestHandler):
         error_line = next((int(m) for m in re.findall(r"^\[(\d+)\] tool: ERROR", transcript, re.MULTILINE)), None)
         if kind == "SourceAnswer":
             return json.dumps({"source": "user_simulator" if "INVENTED" in transcript else "agent", "reason": "stand-in",
-                               "message_index": 0, "quote": "hi"})
+                               "message_index": 0, "quote": "please check flight"})
         names = re.findall(r"^- (\w+): ", body["messages"][0]["content"].split("Capabilities:")[1], re.MULTILINE)
         run = body["seed"] // 1000
         verdicts = []
         for name in names:
             lacking = name == "tool_calling_precision" and (error_line is not None or ("FLAKY" in transcript and run == 2))
-            verdicts.append({"capability": name, "value": "LACKING" if lacking else "PRESENT",
-                             "message_index": error_line if lacking and error_line is not None else None,
-                             "quote": "ERROR: no such flight" if lacking else ""})
+            index = error_line if lacking and error_line is not None else (1 if lacking else None)
+            quote = ("ERROR no such flight" if error_line is not None else "CALL get_flight_status") if lacking else ""
+            if "MISQUOTE" in transcript and lacking:
+                quote = "ERROR no such train"  # not in the cited message: the answer must be refused
+            verdicts.append({"capability": name, "value": "LACKING" if lacking else "PRESENT", "message_index": index, "quote": quote})
         return json.dumps({"verdicts": verdicts})
 
 
@@ -115,8 +117,8 @@ def dataset() -> list[Trajectory]:
 
 def test_judge_end_to_end_with_retries_votes_and_counted_malformed(server: str, tmp_path: Path) -> None:
     trajectories = dataset()
-    judge = LLMJudge(OpenAIChatClient(server, "stand-in-judge"), runs=3, retries=2, workers=3)
-    diagnosis = diagnose(trajectories, [tmp_path], SelectionConfig(k=2, n=3, bootstrap=200), judge=judge)
+    judge = LLMJudge(OpenAIChatClient(server, "stand-in-judge"), JudgeConfig(runs=3, retries=2, workers=3))
+    diagnosis = diagnose(trajectories, [tmp_path], DiagnoseConfig(selection=SelectionConfig(k=2, n=3, bootstrap=200)), judge=judge)
     report = diagnosis.report
 
     labels = diagnosis.judge["labels"]
@@ -139,7 +141,7 @@ def test_judge_end_to_end_with_retries_votes_and_counted_malformed(server: str, 
     assert precision.runs_passed == 3
     # FLAKY successes are LACKING in run 2 only: ER+ is 3/6 there, 0 elsewhere; the vote keeps PRESENT.
     assert precision.er_plus == [0.0, 0.0, 0.5]
-    assert precision.explained_failures and precision.explained_failures[0]["evidence"][0]["quote"] == "ERROR: no such flight"
+    assert precision.explained_failures and precision.explained_failures[0]["evidence"][0]["quote"] == "ERROR no such flight"
     assert stats["policy_compliance"].selected is False
 
     # Attribution: the INVENTED failure is the user simulator's and is left out of the statistics.
@@ -147,11 +149,20 @@ def test_judge_end_to_end_with_retries_votes_and_counted_malformed(server: str, 
     assert report.failure_sources == {"agent": 6, "user_simulator": 1, "benchmark": 0}
     assert report.params["counted_failures"] == 6
     assert report.params["judge"]["model"] == "stand-in-judge" and report.params["judge"]["labels_malformed"] == 3
-    assert "lean" in report.params["judge"]["prompt"] or "unsure" in report.params["judge"]["prompt"]
+    # The prompt recorded is the one the labelling requests were sent with.
+    assert report.params["judge"]["prompt"] == body["messages"][0]["content"]
+
+
+def test_a_quote_not_in_the_cited_message_is_a_malformed_answer(server: str) -> None:
+    judge = LLMJudge(OpenAIChatClient(server, "stand-in-judge"), JudgeConfig(runs=1, retries=1, workers=1))
+    result = judge.label([trajectory(3, "bad", False, "MISQUOTE"), trajectory(4, "bad", False)], catalogue_for({"tau2-test"}))
+    assert result.malformed == 1 and result.retried == 1 and "does not occur in message 2" in result.errors[0]
+    assert {l.trajectory_id for l in result.labels} == {"bad/4"}
+    assert {e.quote for l in result.labels for e in l.evidence if e.quote} == {"ERROR no such flight"}
 
 
 def test_unreachable_judge_is_counted_not_raised(tmp_path: Path) -> None:
-    judge = LLMJudge(OpenAIChatClient("http://127.0.0.1:9/v1", "nobody", timeout=2), runs=2, retries=1, workers=2)
+    judge = LLMJudge(OpenAIChatClient("http://127.0.0.1:9/v1", "nobody", timeout=2), JudgeConfig(runs=2, retries=1, workers=2))
     result = judge.label(dataset()[:2], catalogue_for({"tau2-airline"}))
     assert result.labels == [] and result.malformed == 4 and result.calls == 8
     assert "127.0.0.1:9" in result.errors[0]
@@ -171,10 +182,11 @@ def test_cli_with_judge_and_proposer_from_ingested_jsonl(server: str, tmp_path: 
     write_jsonl(dataset(), tmp_path / "trajectories.jsonl")
     out = tmp_path / "out"
     code = main(["diagnose", str(tmp_path / "trajectories.jsonl"), "--out", str(out), "--judge-url", server,
-                 "--judge-model", "stand-in-judge", "--judge-runs", "3", "--propose", "--bootstrap", "100"])
+                 "--judge-model", "stand-in-judge", "--judge-runs", "8", "--propose", "--bootstrap", "100"])
     assert code == 0
     report = json.loads((out / "capabilities.json").read_text())
-    assert report["params"]["k"] == 3 and report["params"]["n"] == 3  # K defaults to 80% of N, rounded up
+    # K defaults to 80% of N rounded up: 6.4 -> 7 (K = N, rounding down or to the nearest give 8 or 6).
+    assert report["params"]["k"] == 7 and report["params"]["n"] == 8
     assert "error_recovery" in {c["capability"]["name"] for c in report["capabilities"]}
     markdown = (out / "report.md").read_text()
     assert "## LLM judge" in markdown and "stand-in-judge" in markdown and "## Proposed capabilities" in markdown
@@ -189,6 +201,6 @@ def test_local_backend_judge_counts_unusable_answers(tiny) -> None:
 
     model, tokenizer = tiny
     client = BackendChatClient(HFBackend(model, tokenizer), "tiny-random", max_new_tokens=8)
-    result = LLMJudge(client, runs=2, retries=1, workers=1).label(dataset()[:2], catalogue_for({"tau2-test"}))
+    result = LLMJudge(client, JudgeConfig(runs=2, retries=1, workers=1)).label(dataset()[:2], catalogue_for({"tau2-test"}))
     assert result.labels == [] and result.malformed == 4 and result.calls == 8 and result.retried == 4
     assert result.model == "tiny-random"

@@ -5,7 +5,11 @@ import json
 import pytest
 
 from tracegym.cli import main
-from tracegym.eval.pipeline import RunConfig, run_pipeline
+from tracegym.adapters.config import EvalConfig, GRPOConfig, WarmStartConfig
+from tracegym.config import RolloutConfig
+from tracegym.eval.config import RunConfig
+from tracegym.eval.pipeline import run_pipeline
+from tracegym.synth_envs.calibration import CalibrationConfig
 
 
 def test_run_without_training_writes_every_stage_and_skips_them_on_rerun(tmp_path, capsys):
@@ -23,7 +27,7 @@ def test_run_without_training_writes_every_stage_and_skips_them_on_rerun(tmp_pat
 
 def test_cli_refuses_a_run_directory_made_with_another_config(tmp_path, capsys):
     run_pipeline(tmp_path, RunConfig(model="tiny", max_adapters=0))
-    assert main(["run", "--out", str(tmp_path), "--model", "tiny", "--max-adapters", "0", "--seed", "1"]) == 1
+    assert main(["run", "--out", str(tmp_path), "--model", "tiny", "--max-adapters", "0", "--grpo-seed", "1"]) == 1
     assert "another config" in capsys.readouterr().err
 
 
@@ -34,9 +38,10 @@ def test_cli_names_a_missing_input(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_tiny_end_to_end_trains_one_adapter_and_resumes_nothing(tmp_path):
-    config = RunConfig(model="tiny", max_adapters=1, warm_start_dialogues=16, warm_start_steps=1, grpo_steps=1,
-                       groups_per_step=1, group_size=2, heldout_seeds=2, calibration_seeds=1,
-                       calibration_rollouts=2, max_new_tokens=16)
+    config = RunConfig(model="tiny", max_adapters=1, warm_start=WarmStartConfig(enabled=True, dialogues=16, steps=1, batch_size=2),
+                       grpo=GRPOConfig(steps=1, groups_per_step=1, group_size=2, micro_batch_size=1),
+                       eval=EvalConfig(seeds=2), calibration=CalibrationConfig(enabled=True, seeds=1, rollouts=2),
+                       rollout=RolloutConfig(max_new_tokens=16))
     summary = run_pipeline(tmp_path, config)
     trained = [row for row in summary["adapters"] if row["adapter"]]
     stage = tmp_path / "adapters" / trained[0]["capability"]

@@ -10,14 +10,15 @@ import pytest
 
 from tracegym.generation import Completion, GenerationBackend, HFBackend, SamplingConfig, render_chat
 from tracegym.rollout import ChatSegments, Episode, run_episodes, turn_token_budget
-from tracegym.schema import ToolCall
 from tracegym.synth_envs.base import Environment, ToolError
+from tracegym.synth_envs.tools import tool
 from tracegym.toolcalls import render_tool_call
 
 
 @dataclass
 class ChainConfig:
     hops: int = 2
+    key_digits: int = 3  # digits of each key (longer keys, longer tool-call turns)
 
 
 class KeyChainEnv(Environment):
@@ -30,37 +31,33 @@ class KeyChainEnv(Environment):
     description = "follow a chain of lookups"
     Config = ChainConfig
     max_turns = 6
+    instructions = "Answer with the value the chain of keys leads to."
 
-    @property
-    def tools(self) -> list[dict[str, Any]]:
-        schema = {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}
-        return [{"name": "lookup", "description": "value stored under a key", "parameters": schema}]
-
-    @property
-    def instructions(self) -> str:
-        return "Answer with the value the chain of keys leads to."
-
-    def _generate(self, seed: int) -> str:
+    def _generate(self, seed: int) -> tuple[str, ...]:
         rng = random.Random(seed)
-        self.chain = [f"k{rng.randrange(1000)}" for _ in range(self.config.hops)] + [f"v{rng.randrange(1000)}"]
-        return f"Start at key {self.chain[0]}."
+        keys = [f"k{rng.randrange(10 ** self.config.key_digits)}" for _ in range(self.config.hops)]
+        return (*keys, f"v{rng.randrange(1000)}")
 
-    def _call(self, call: ToolCall) -> Any:
-        key = call.arguments["key"]
-        if key not in self.chain[:-1]:
+    def _task(self) -> str:
+        return f"Start at key {self.world[0]}."
+
+    @tool
+    def lookup(self, key: str) -> dict[str, str]:
+        """value stored under a key"""
+        if key not in self.world[:-1]:
             raise ToolError(f"no key {key}")
-        return {"value": self.chain[self.chain.index(key) + 1]}
+        return {"value": self.world[self.world.index(key) + 1]}
 
     def _score(self, final_answer: str) -> tuple[float, dict[str, Any]]:
-        right = final_answer.strip() == self.chain[-1]
-        followed = {c.arguments["key"] for c in self.calls} >= set(self.chain[:-1])
+        right = final_answer.strip() == self.world[-1]
+        followed = {c.arguments["key"] for c in self.calls} >= set(self.world[:-1])
         return 0.5 * right + 0.5 * followed, {"right": right, "followed": followed}
 
     def _oracle(self) -> list[str]:
-        return [render_tool_call("lookup", {"key": k}) for k in self.chain[:-1]] + [self.chain[-1]]
+        return [render_tool_call("lookup", {"key": k}) for k in self.world[:-1]] + [self.world[-1]]
 
     def _wrong(self) -> list[list[str]]:
-        return [self._oracle()[:-1] + ["v-1"], [self.chain[-1]]]
+        return [self._oracle()[:-1] + ["v-1"], [self.world[-1]]]
 
     def _hint(self) -> str:
         return "Look up each key in turn."
@@ -176,8 +173,7 @@ def test_tiny_model_rollouts_keep_the_accounting(tiny, stop):
                 position += 1  # skip the end-of-turn token the engine added to a cut turn
         canonical += ids[position:]
         assert episode.info["finish"] in (("answer", "length") if stop else ("length",))
-        header = episode.info["finish"] == "max_turns"
-        assert canonical == render_chat(tokenizer, episode.messages, add_generation_prompt=header)
+        assert canonical == render_chat(tokenizer, episode.messages, add_generation_prompt=False)
     assert not stop or any(e.info["finish"] == "answer" for e in episodes)
 
 
@@ -187,7 +183,9 @@ def test_unset_turn_budget_is_fitted_to_the_oracle(tiny):
     longest = max(len(tokenizer(turn, add_special_tokens=False)["input_ids"]) for s in range(16) for turn in env.oracle(s))
     budget = turn_token_budget(env, tokenizer)
     assert budget % 16 == 0 and 1.25 * longest <= budget < 1.25 * longest + 16
-    assert turn_token_budget(KeyChainEnv(hops=5), tokenizer) >= budget  # memoised per knobs, not per family
+    # memoised per knobs, not per family: longer keys make longer tool-call turns and a larger budget
+    assert turn_token_budget(KeyChainEnv(hops=2, key_digits=40), tokenizer) > budget
+    assert turn_token_budget(KeyChainEnv(hops=2), tokenizer) == budget
     params = SamplingConfig(max_new_tokens=None, temperature=1.0, seed=5)
     episode = run_episodes(HFBackend(model, tokenizer), lambda: KeyChainEnv(hops=2), [4], 1, params)[0]
     assert episode.info["finish"] == "length" and episode.turn_ids.count(0) == budget  # a random policy runs to the cut

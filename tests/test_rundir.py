@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from tracegym.eval.rundir import RunDirectory
+from tracegym.eval.rundir import RunDirectory, RunDirectoryError
 
 
 def _writer(calls: list[str], name: str = "out.txt", text: str = "hello"):
@@ -54,7 +54,7 @@ def test_interrupted_stage_is_not_complete(tmp_path):
 
 def test_other_config_is_refused(tmp_path):
     RunDirectory(tmp_path, {"steps": 2})
-    with pytest.raises(ValueError, match="another config"):
+    with pytest.raises(RunDirectoryError, match="another config"):
         RunDirectory(tmp_path, {"steps": 3})
 
 
@@ -69,3 +69,50 @@ def test_relative_run_directory_accepts_absolute_artifact_paths(tmp_path, monkey
 
     assert run.run_stage("adapters/x", work)
     assert RunDirectory("runs/demo", {}).is_complete("adapters/x")
+
+
+def test_changed_input_content_reruns_every_stage_and_says_so(tmp_path, caplog):
+    data = tmp_path / "runs"
+    data.mkdir()
+    (data / "a.json").write_text("one")
+    calls: list[str] = []
+    run = RunDirectory(tmp_path / "run", {"model": "m"}, [data])
+    run.run_stage("trajectories", _writer(calls))
+    run.run_stage("analysis", _writer(calls))
+    (tmp_path / "run" / "analysis" / "stale_checkpoint").write_text("from the old inputs")
+    assert RunDirectory(tmp_path / "run", {"model": "m"}, [data]).is_complete("analysis"), "same content: kept"
+    (data / "a.json").write_text("two")  # same path, other content
+    with caplog.at_level("WARNING"):
+        again = RunDirectory(tmp_path / "run", {"model": "m"}, [data])
+    assert "input changed" in caplog.text and str(data) in caplog.text
+    assert not again.is_complete("trajectories") and not again.is_complete("analysis")
+    assert not (tmp_path / "run" / "analysis" / "stale_checkpoint").exists(), "nothing made from old inputs is resumed"
+    assert again.run_stage("trajectories", _writer(calls)) and calls == ["trajectories", "analysis", "trajectories"]
+    (data / "b.json").write_text("new file")
+    assert not RunDirectory(tmp_path / "run", {"model": "m"}, [data]).is_complete("trajectories"), "a file added"
+
+
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"config": {}}', "\udcff".encode("utf-8", "surrogatepass").decode("latin-1")])
+def test_a_corrupted_manifest_is_a_one_line_error(tmp_path, text):
+    (tmp_path / "run.json").write_text(text, encoding="latin-1")
+    before = (tmp_path / "run.json").read_bytes()
+    with pytest.raises(RunDirectoryError, match="run.json: not a") as raised:
+        RunDirectory(tmp_path, {"model": "m"})
+    assert "\n" not in str(raised.value) and (tmp_path / "run.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("model", ["/no/such/path", "EMPTY", "FILE", "no-such-org/no-such-model-xyz"])
+def test_a_bad_model_is_a_one_line_error_that_leaves_no_debris(tmp_path, capsys, model, monkeypatch):
+    from tracegym.cli import main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no hub here: an unknown id fails at once instead of retrying
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "file").write_text("not a model")
+    model = {"EMPTY": str(tmp_path / "empty"), "FILE": str(tmp_path / "file")}.get(model, model)
+    for command in (["train", "precondition_verification", "--out", str(tmp_path / "t")],
+                    ["run", "--out", str(tmp_path / "r")],
+                    ["eval", "base", "--family", "precondition_verification"]):
+        assert main([*command, "--model", model]) == 1
+        error = capsys.readouterr().err
+        assert model in error and error.count("\n") == 1, error
+    assert not (tmp_path / "t").exists() and not (tmp_path / "r").exists()

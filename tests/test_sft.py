@@ -6,7 +6,8 @@ import torch
 from adapters_lookup_env import LookupEnv
 from peft import PeftModel
 
-from tracegym.adapters.sft import WarmStartConfig, dialogue_tokens, warm_start
+from tracegym.adapters.config import WarmStartConfig
+from tracegym.adapters.sft import dialogue_tokens, warm_start
 from tracegym.models import tiny_model
 from tracegym.synth_envs.base import play
 

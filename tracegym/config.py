@@ -25,6 +25,7 @@ import argparse
 import dataclasses
 import json
 import tomllib
+import types
 import typing
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -33,6 +34,8 @@ from tracegym.errors import UserError
 
 C = TypeVar("C")
 _NO_DEFAULT = dataclasses.MISSING
+DEFAULT_MODEL = "smollm2-135m"  # the embedded SmolLM2-135M-Instruct (tracegym.models)
+TINY_MODEL = "tiny"  # a random 2-layer Llama for smoke runs (tracegym.models.tiny_model)
 
 
 def option(default: Any = _NO_DEFAULT, help: str = "", *, factory: Any = _NO_DEFAULT, flag: bool = True) -> Any:
@@ -49,7 +52,9 @@ def _prefix(cls: type) -> str:
 
 
 def _flag(prefix: str, name: str) -> str:
-    return "--" + "-".join(part for part in (prefix, name) if part).replace("_", "-")
+    """`--prefix-name`; a field named `enabled` or named like its prefix is just `--prefix`."""
+    parts = (prefix,) if name in ("enabled", prefix) else (prefix, name)
+    return "--" + "-".join(part for part in parts if part).replace("_", "-")
 
 
 def _dest(path: tuple[str, ...]) -> str:
@@ -81,14 +86,14 @@ def _default_text(field: dataclasses.Field) -> str:
 def _argument_spec(kind: Any) -> dict[str, Any]:
     """argparse keywords for a field of type `kind`: type conversion, choices, nargs."""
     origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)) and type(None) in args:
+    if origin in (typing.Union, types.UnionType) and type(None) in args:
         inner = [a for a in args if a is not type(None)]
         spec = _argument_spec(inner[0])
         convert = spec.get("type", str)
         spec["type"] = lambda text, convert=convert: None if text.lower() in ("none", "null") else convert(text)
         return spec
     if kind is bool:
-        return {"type": _parse_bool, "metavar": "BOOL"}
+        return {"action": argparse.BooleanOptionalAction}
     if origin is Literal:
         return {"type": type(args[0]), "choices": list(args)}
     if origin in (list, tuple):
@@ -97,15 +102,6 @@ def _argument_spec(kind: Any) -> dict[str, Any]:
     if kind in (int, float, str):
         return {"type": kind}
     return {"type": json.loads, "metavar": "JSON"}
-
-
-def _parse_bool(text: str) -> bool:
-    lowered = text.lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, cls: type, path: tuple[str, ...] = (),
@@ -132,9 +128,9 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type, path: tuple
             raise ValueError(f"flag {flag} is generated twice: by {seen[flag]} and by {owner}")
         seen[flag] = owner
         help_text = field.metadata.get("help", "")
-        spec = {"metavar": field.name.upper(), **_argument_spec(kind)}
-        if "choices" in spec:
-            del spec["metavar"]
+        spec = _argument_spec(kind)
+        if "type" in spec and "choices" not in spec:
+            spec["metavar"] = field.name.upper()
         group.add_argument(flag, dest=_dest((*path, field.name)), default=argparse.SUPPRESS,
                            help=f"{help_text} (default: {_default_text(field)})".replace("%", "%%"), **spec)
 
@@ -210,3 +206,20 @@ def resolve_config(cls: type[C], args: argparse.Namespace) -> C:
 def config_dict(config: Any) -> dict[str, Any]:
     """A config as plain nested dicts (what run.json records)."""
     return dataclasses.asdict(config)
+
+
+@dataclasses.dataclass
+class RolloutConfig:
+    """How a policy is sampled in rollouts: training, calibration and sampled evaluation alike."""
+
+    temperature: float = option(1.0, "sampling temperature of rollouts (papers/TRACE.md §1: 1.0)")
+    max_new_tokens: int | None = option(
+        None, "tokens per assistant turn; none: 1.25 x the environment's longest oracle turn")
+
+
+@dataclasses.dataclass
+class PolicyConfig:
+    """The policy: its base model and how it is sampled."""
+
+    model: str = option(DEFAULT_MODEL, f"policy model: {DEFAULT_MODEL}, a local directory, a hub id, or '{TINY_MODEL}'")
+    rollout: RolloutConfig = option(help="sampling", factory=RolloutConfig)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 from transformers import (
+    AutoConfig,
     AutoModelForCausalLM,
     AutoTokenizer,
     LlamaConfig,
@@ -25,7 +26,9 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-DEFAULT_MODEL = "smollm2-135m"
+from tracegym.config import DEFAULT_MODEL, TINY_MODEL
+from tracegym.errors import UserError, one_line
+
 _GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 logger = logging.getLogger(__name__)
 
@@ -75,6 +78,27 @@ def embedded_model_dir() -> Path:
 def resolve_model_path(name_or_path: str) -> str:
     """`smollm2-135m` -> the converted embedded model; anything else is passed to transformers."""
     return str(embedded_model_dir()) if name_or_path == DEFAULT_MODEL else name_or_path
+
+
+def check_model(name_or_path: str) -> None:
+    """UserError (one line, nothing written) unless `name_or_path` names a loadable model: the
+    embedded default, `tiny`, a local folder with a config.json, or a hub id whose config loads.
+
+    Commands call it before they create any output, so a bad `--model` leaves no debris."""
+    if name_or_path in (DEFAULT_MODEL, TINY_MODEL):
+        return
+    path = Path(name_or_path).expanduser()
+    if path.exists() or name_or_path.startswith((".", "/", "~")):
+        if not path.is_dir():
+            raise UserError(f"{name_or_path}: no such model folder")
+        if not (path / "config.json").is_file():
+            raise UserError(f"{name_or_path}: not a model folder (no config.json)")
+        return
+    try:
+        AutoConfig.from_pretrained(name_or_path)
+    except (OSError, ValueError) as error:
+        raise UserError(f"{name_or_path}: not a local model folder, and no hub model of that id could be loaded: "
+                        f"{one_line(str(error))[:200]}") from None
 
 
 def load_tokenizer(name_or_path: str = DEFAULT_MODEL) -> PreTrainedTokenizerBase:

@@ -49,9 +49,9 @@ from typing import Any, Callable, Sequence
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
+from tracegym.environment import Environment
 from tracegym.generation import Completion, GenerationBackend, SamplingConfig, render_chat, sampling_seed
 from tracegym.schema import Message
-from tracegym.synth_envs.base import Environment
 
 HINT_SEPARATOR = "\n\nHint: "
 
@@ -117,19 +117,19 @@ class ChatSegments:
         return ids[self._base_len :]
 
 
-_BUDGETS: dict[tuple[type, tuple, str], int] = {}  # (family, knob values, tokenizer) -> tokens
+_BUDGETS: dict[tuple[Any, str], int] = {}  # (environment key, tokenizer) -> tokens
 
 
 def turn_token_budget(env: Environment, tokenizer: PreTrainedTokenizerBase, seeds: Sequence[int] = range(16),
                       slack: float = 1.25) -> int:
     """Tokens per assistant turn that fit `env`'s oracle: `slack` × its longest oracle turn over
-    `seeds`, rounded up to a multiple of 16 (memoised per family, knobs and tokenizer).
+    `seeds`, rounded up to a multiple of 16 (memoised per environment key and tokenizer).
 
     Families differ several-fold (the embedded tokenizer: precondition checks need ≤ 71 tokens a
     turn, bulk updates in multi-step completion up to ~210, grouped answers in structured data
     reasoning ~250), so no one fixed number suits all.
     """
-    key = (type(env), env.knob_values, tokenizer.name_or_path)
+    key = (env.key, tokenizer.name_or_path)
     if key not in _BUDGETS:
         longest = max(len(tokenizer(turn, add_special_tokens=False)["input_ids"]) for seed in seeds for turn in env.oracle(seed))
         _BUDGETS[key] = 16 * math.ceil(slack * longest / 16)
@@ -159,13 +159,13 @@ def _advance(episode: Episode, env: Environment, completion: Completion, segment
         episode.reward, episode.info = 0.0, {"finish": "length", "errors": env.errors, "turns": env.turns + 1}
         return False
     result = env.step(completion.text)
-    if result.done and not result.observation:
+    if result.terminated:
         episode.reward, episode.info = result.reward, {**result.info, "finish": "answer"}
         return False
     episode.messages.append(Message(role="user", content=result.observation))
     episode._append(segments.observation(result.observation, header=True))
     episode.boundaries.append(len(episode.completion_ids))
-    if result.done:
+    if result.truncated:
         episode.reward, episode.info = result.reward, {**result.info, "finish": "max_turns"}
         return False
     return True

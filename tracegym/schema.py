@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Literal, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Iterable, Iterator, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -167,12 +167,17 @@ Record = TypeVar("Record", bound=BaseModel)
 
 def write_jsonl(records: Iterable[BaseModel], path: str | Path) -> int:
     """Write one JSON object per line; returns the number written. Written atomically."""
-    count = 0
     with atomic_open(path) as handle:
-        for record in records:
-            handle.write(record.model_dump_json())
-            handle.write("\n")
-            count += 1
+        return dump_jsonl(records, handle)
+
+
+def dump_jsonl(records: Iterable[BaseModel], handle: IO[str]) -> int:
+    """Write one JSON object per line to an open text file; returns the number written."""
+    count = 0
+    for record in records:
+        handle.write(record.model_dump_json())
+        handle.write("\n")
+        count += 1
     return count
 
 

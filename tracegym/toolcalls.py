@@ -110,8 +110,12 @@ def render_tool_response(content: str) -> str:
     return f"<tool_response>\n{content}\n</tool_response>"
 
 
-def tools_system_prompt(instructions: str, tools: list[dict[str, Any]]) -> str:
-    """A system prompt stating the task instructions, the tool schemas and the call format."""
+FINAL_ANSWER = "When you are done, reply with your final answer as plain text, without tool calls."
+
+
+def tools_system_prompt(instructions: str, tools: list[dict[str, Any]], closing: str = FINAL_ANSWER) -> str:
+    """A system prompt stating the task instructions, the tool schemas and the call format, ending
+    with `closing` (what a plain-text turn means; default: the final answer)."""
     schemas = "\n".join(json.dumps(tool) for tool in tools)
     return (
         f"{instructions.strip()}\n\n"
@@ -119,5 +123,4 @@ def tools_system_prompt(instructions: str, tools: list[dict[str, Any]]) -> str:
         f"<tools>\n{schemas}\n</tools>\n"
         "To call a tool, reply with exactly one line:\n"
         f'{TOOL_CALL_OPEN}{{"name": <tool name>, "arguments": <JSON object>}}{TOOL_CALL_CLOSE}\n'
-        "When you are done, reply with your final answer as plain text, without tool calls."
-    )
+    ) + closing

@@ -7,7 +7,9 @@ orders ~ Binomial with per-segment CTR/CVR rates, spend = clicks·CPC·noise; on
 injected (campaign-wide, segment-mix, segment-specific, or NO_SIGNAL) on a driver slice of 1-2
 dimensions with an immediate, delayed or ramping onset, plus smaller confounding drifts. The agent
 sees DuckDB tables (daily_campaign, segment_daily, budget_log, inventory) through one SELECT-only
-SQL tool with external access off (output cut at 8,000 characters); the label stays hidden. Every episode passes the
+SQL tool with external access off (output cut at 8,000 characters; each query interrupted after
+`SQLLimits.timeout_s`, DuckDB's memory capped at `SQLLimits.memory_mb`, no spilling to disk: a
+runaway query is an error observation and the episode goes on); the label stays hidden. Every episode passes the
 verifier, which reads only the visible data: the signal is detectable (z ≥ 3 in the late half of
 the window), strong (SNR ≥ 1 over the largest confounder in the same metric) and distinguishable
 (a rule-based diagnoser recovers exactly the true cause and slice); others are regenerated.
@@ -17,18 +19,20 @@ Knobs: effect size, confounders, daily volume, window length.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
+import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Hashable
 
 import numpy as np
 
-from tracegym.schema import ToolCall
+from tracegym.config import option
 from tracegym.synth_envs.base import Environment, ToolError
+from tracegym.synth_envs.cache import BoundedCache
 from tracegym.synth_envs.common import call, json_object
 from tracegym.synth_envs.registry import register
+from tracegym.synth_envs.tools import tool
 
 DIMENSIONS: dict[str, tuple[str, ...]] = {
     "placement": ("feed", "search", "video"),
@@ -58,6 +62,14 @@ class Config:
     n_confounders: int = 2
     daily_impressions: int = 400_000
     window_days: int = 7
+
+
+@dataclass(frozen=True)
+class SQLLimits:
+    """Limits of the agent's queries (not difficulty knobs: they bound the machine, not the task)."""
+
+    timeout_s: float = option(2.0, "wall-clock seconds one query may run before it is interrupted")
+    memory_mb: int = option(256, "DuckDB memory limit of the process's database, MiB (all episodes share it)")
 
 
 @dataclass(frozen=True)
@@ -320,18 +332,6 @@ def _strength_problem(tables: dict[str, dict[str, np.ndarray]], window: int, cau
     return None
 
 
-@functools.lru_cache(maxsize=256)
-def _world(seed: int, effect_size: float, n_confounders: int, daily_impressions: int, window_days: int) -> _World:
-    cfg = Config(effect_size, n_confounders, daily_impressions, window_days)
-    tables, cause, slice_, onset = _simulate(np.random.default_rng(seed), cfg)
-    threshold = np.log1p(effect_size) / 2
-    problem = _strength_problem(tables, window_days, cause, slice_)
-    found = _diagnose(tables, window_days, threshold)
-    if problem is None and (found[0] != cause or set(found[1]) != set(slice_)):
-        problem = f"not distinguishable: visible data point to {found[0]} {dict(found[1])}"
-    return _World(tables, cause, slice_, onset, problem)
-
-
 class _Databases:
     """One process-wide in-memory DuckDB; each episode's tables are Arrow views on its own cursor.
 
@@ -343,23 +343,25 @@ class _Databases:
     last `keep` episodes stay registered.
     """
 
-    def __init__(self, keep: int = 8) -> None:
+    def __init__(self, limits: SQLLimits, keep: int = 8) -> None:
+        self.limits = limits
         self.keep = keep
         self.connection: Any = None
-        self.cursors: dict[tuple, Any] = {}
+        self.cursors: dict[Hashable, Any] = {}
 
-    def cursor(self, seed: int, knobs: tuple) -> Any:
+    def cursor(self, key: Hashable, tables: dict[str, dict[str, np.ndarray]]) -> Any:
+        """The cursor with the episode `key`'s tables registered (registered now if new)."""
         import duckdb
         import pyarrow as pa
 
         if self.connection is None:
-            self.connection = duckdb.connect(":memory:", config={"threads": 1})
+            self.connection = duckdb.connect(":memory:", config={
+                "threads": 1, "memory_limit": f"{self.limits.memory_mb}MB", "max_temp_directory_size": "0B"})
             self.connection.execute("SET enable_external_access = false")
             self.connection.execute("SET lock_configuration = true")
-        key = (seed, knobs)
         if key not in self.cursors:
             cursor = self.connection.cursor()
-            for table, columns in _world(seed, *knobs).tables.items():
+            for table, columns in tables.items():
                 cursor.register(table, pa.table(columns))
             self.cursors[key] = cursor
             while len(self.cursors) > self.keep:
@@ -367,27 +369,29 @@ class _Databases:
         return self.cursors[key]
 
 
-_DATABASES = _Databases()
-
-
-@functools.lru_cache(maxsize=1024)
-def _run_sql(seed: int, knobs: tuple, query: str) -> str:
-    """Run one read-only query; the text result (CSV-like), cut at SQL_LIMIT characters."""
+def _run_sql(cursor: Any, query: str, timeout_s: float) -> str:
+    """Run one read-only query, interrupted after `timeout_s` seconds; the text result
+    (CSV-like), cut at SQL_LIMIT characters. Errors, the time limit included, raise ToolError."""
     import duckdb
 
-    cursor = _DATABASES.cursor(seed, knobs)
     try:
         statements = cursor.extract_statements(query)
     except duckdb.Error as error:
         raise ToolError(f"SQL error: {str(error).splitlines()[0]}") from None
     if len(statements) != 1 or statements[0].type.name != "SELECT":
         raise ToolError("only one read-only SELECT statement per call is allowed")
+    watchdog = threading.Timer(timeout_s, cursor.interrupt)  # an idle cursor ignores a late interrupt
+    watchdog.start()
     try:
         result = cursor.execute(query)
         header = [d[0] for d in result.description]
         rows = result.fetchmany(2_000)
+    except duckdb.InterruptException:
+        raise ToolError(f"SQL error: the query ran past the {timeout_s:g} s time limit and was stopped") from None
     except duckdb.Error as error:
         raise ToolError(f"SQL error: {str(error).splitlines()[0]}") from None
+    finally:
+        watchdog.cancel()
     lines = [",".join(header)] + [",".join(_cell(v) for v in row) for row in rows]
     text = "\n".join(lines)
     return text if len(text) <= SQL_LIMIT else text[:SQL_LIMIT] + "\n...[output cut at 8000 characters]"
@@ -421,7 +425,7 @@ def _answer(cause: str, slice_: Slice) -> str:
     return json.dumps({"cause": cause, "slice": dict(slice_)})
 
 
-@register(aliases=("root_cause_analysis", "causal_reasoning", "metric_diagnosis", "data_investigation"))
+@register
 class CausalDiagnosis(Environment):
     name = "causal_diagnosis"
     capability = "causal_diagnosis"
@@ -433,10 +437,11 @@ class CausalDiagnosis(Environment):
     Config = Config
     ladder = ({"effect_size": 0.8, "n_confounders": 0}, {"effect_size": 0.6, "n_confounders": 1}, {"effect_size": 0.4, "n_confounders": 2}, {"effect_size": 0.3, "n_confounders": 3})
     max_turns = 12
-    tools = [
-        {"name": "sql", "description": "Run one read-only DuckDB SELECT over the campaign tables; returns CSV text (max 8,000 chars).",
-         "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}},
-    ]
+    sql_limits: ClassVar[SQLLimits] = SQLLimits()
+    # one in-memory DuckDB for the process; results of (episode, query), which are deterministic
+    databases: ClassVar[_Databases] = _Databases(sql_limits)
+    sql_results: ClassVar[BoundedCache[str]] = BoundedCache(1024)
+    world: _World
 
     @property
     def instructions(self) -> str:
@@ -451,15 +456,30 @@ class CausalDiagnosis(Environment):
             "for campaign-wide causes and NO_SIGNAL."
         )
 
-    def _generate(self, seed: int) -> str:
-        self.world = _world(seed, *self.knob_values)
+    def _generate(self, seed: int) -> _World:
+        cfg = self.config
+        tables, cause, slice_, onset = _simulate(np.random.default_rng(seed), cfg)
+        threshold = np.log1p(cfg.effect_size) / 2
+        problem = _strength_problem(tables, cfg.window_days, cause, slice_)
+        found = _diagnose(tables, cfg.window_days, threshold)
+        if problem is None and (found[0] != cause or set(found[1]) != set(slice_)):
+            problem = f"not distinguishable: visible data point to {found[0]} {dict(found[1])}"
+        return _World(tables, cause, slice_, onset, problem)
+
+    def _task(self) -> str:
         return "Our campaign's performance changed in the intervention window. What caused it, and in which slice?"
 
     def _reject(self) -> str | None:
         return self.world.problem
 
-    def _call(self, call_: ToolCall) -> Any:
-        return _run_sql(self.generator_seed, self.knob_values, call_.arguments["query"])
+    @tool
+    def sql(self, query: str) -> str:
+        """Run one read-only DuckDB SELECT over the campaign tables; returns CSV text (max 8,000 chars)."""
+        episode = (self.key, self.generator_seed)
+        return self.sql_results.get((episode, query), self._run, episode, query)
+
+    def _run(self, episode: Hashable, query: str) -> str:
+        return _run_sql(self.databases.cursor(episode, self.world.tables), query, self.sql_limits.timeout_s)
 
     def _score(self, final_answer: str) -> tuple[float, dict[str, Any]]:
         answer = json_object(final_answer)

@@ -3,30 +3,41 @@
 A module of several small utility functions (names and constants drawn per seed) ships with a
 pytest suite computed from the correct implementation; one function carries a plausible bug
 (an off-by-one, a flipped comparison, a wrong operand) that makes its target test fail. The
-agent reads files, edits them with exact-substring replacements and may run the tests. Scoring
-runs the ORIGINAL test file against the agent's module in the sandbox (tracegym.synth_envs.sandbox):
-reward 0.4 target test passes + 0.4 every test that passed before still passes (only when the
-module was edited) + 0.1 minimal edit (target fixed, at most 2 changed lines more than the
-reference fix) + 0.1 format (a final answer, no malformed calls). Any sandbox violation, timeout
-or memory/output overrun scores 0 with its reason. Knobs: functions in the module, tests per
-function.
+agent reads files, edits them with exact-substring replacements and may run the tests (in the
+sandbox, `tracegym.synth_envs.sandbox`).
+
+Grading never runs the agent's files as tests. The sandbox calls the module's functions on the
+inputs of the visible tests and on `HIDDEN_PER_FUNCTION` hidden inputs per function (drawn from
+their own seed, never shown; the buggy function's are inputs its bug gets wrong, so an episode
+whose bug shows on none of `HIDDEN_DRAWS` draws is regenerated), and the values come back as
+plain data compared outside with expected values computed from the correct module: a special
+case for the visible test, an object whose `__eq__` always agrees or a forged report earns
+nothing. Reward, for an edited
+module whose run is clean: 0.4 the target is fixed (its test and the buggy function's hidden
+cases pass) + 0.4 nothing regressed (every case that passed before still passes; counted only
+with the target) + 0.1 minimal edit (target fixed, at most 2 changed lines more than the
+reference fix) + 0.1 format (a final answer, no malformed calls). An unedited module earns the
+format reward only; edited tests, any sandbox violation, a timeout, a crash or a memory/output
+overrun earn 0 with the reason. Knobs: functions in the module, tests per function.
 """
 
 from __future__ import annotations
 
 import difflib
-import functools
 import random
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar, Literal, get_args
 
-from tracegym.schema import ToolCall
+from tracegym.synth_envs import sandbox
 from tracegym.synth_envs.base import Environment, ToolError
 from tracegym.synth_envs.common import call
 from tracegym.synth_envs.registry import register
-from tracegym.synth_envs.sandbox import run_tests_cached
+from tracegym.synth_envs.tools import tool
 
-MODULE, TESTS = "utils.py", "test_utils.py"
+RepoFile = Literal["utils.py", "test_utils.py"]
+MODULE, TESTS = get_args(RepoFile)
+HIDDEN_PER_FUNCTION = 3  # graded inputs per function that the agent never sees
+HIDDEN_DRAWS = 40  # inputs drawn at most to find the buggy function's hidden cases, each one its bug gets wrong
 
 
 @dataclass(frozen=True)
@@ -102,60 +113,56 @@ class _World:
     buggy: str
     tests: str
     target: str
-    passing_before: tuple[str, ...]
+    passing_before: tuple[str, ...]  # visible tests and hidden cases the buggy module passes already
     fix: tuple[str, str]  # (buggy text, correct text) of the reference fix
     decoy: tuple[str, str]  # a plausible but wrong edit in another function
+    cases: tuple[sandbox.Case, ...]  # every visible test and hidden input, graded outside the sandbox
+    target_cases: tuple[str, ...]  # the target test and the buggy function's hidden cases
 
 
-def _run(source: str, name: str, args: tuple) -> str:
+@dataclass
+class _State:
+    files: dict[str, str]  # path -> text as the agent's edits left it
+
+
+def _load(source: str) -> dict[str, Any]:
+    """The namespace of a generated module (our own template code, run in this process)."""
     namespace: dict[str, Any] = {}
-    exec(compile(source, "<generated>", "exec"), namespace)  # our own generated template code
+    exec(compile(source, "<generated>", "exec"), namespace)
+    return namespace
+
+
+def _run(namespace: dict[str, Any], name: str, args: tuple) -> str:
     try:
         return repr(namespace[name](*args))
     except Exception as error:  # the buggy variant may raise; that is a failure, not an outcome
         return f"raises {type(error).__name__}"
 
 
-@functools.lru_cache(maxsize=256)
-def _world(seed: int, n_functions: int, tests_per_function: int) -> _World | None:
-    rng = random.Random(seed)
-    picked = rng.sample(range(len(TEMPLATES)), min(max(n_functions, 1), len(TEMPLATES)))
-    names = [f"{rng.choice(VERBS)}_{NOUNS[i % len(NOUNS)]}_{rng.randrange(10, 99)}" for i in picked]
-    parts = [TEMPLATES[i].source.format(name=n, digits=rng.randrange(1, 4)) for i, n in zip(picked, names)]
-    module = '"""Small utilities (generated)."""\n\n\n' + "\n\n".join(parts)
-    buggy_index = rng.randrange(len(picked))
-    good, bad = rng.choice(TEMPLATES[picked[buggy_index]].bugs)
-    buggy_part = parts[buggy_index].replace(good, bad, 1)
-    buggy = module.replace(parts[buggy_index], buggy_part, 1)
-    tests, target, passing = [f"from utils import {', '.join(names)}\n"], None, []
+def _hidden_cases(rng: random.Random, picked: list[int], names: list[str], buggy_name: str, correct: dict[str, Any],
+                  broken: dict[str, Any]) -> list[sandbox.Case]:
+    """`HIDDEN_PER_FUNCTION` graded inputs per function, never shown to the agent: for the buggy
+    function, inputs its bug gets wrong (of at most `HIDDEN_DRAWS` draws); for the others, any
+    input whose correct call returns (the buggy module passes those, as the functions are equal)."""
+    cases = []
     for index, name in zip(picked, names):
-        for t in range(max(tests_per_function, 1)):
+        found = 0
+        for _ in range(HIDDEN_DRAWS if name == buggy_name else HIDDEN_PER_FUNCTION):
             args = TEMPLATES[index].inputs(rng)
-            expected = _run(module, name, args)
-            if expected.startswith("raises"):
+            literal, expected = repr(args), _run(correct, name, args)
+            if expected.startswith("raises") or (name == buggy_name and _run(broken, name, args) == expected):
                 continue
-            test_name = f"test_{name}_{t}"
-            tests.append(f"\ndef {test_name}():\n    assert {name}(*{args!r}) == {expected}\n")
-            if _run(buggy, name, args) == expected:
-                passing.append(test_name)
-            elif target is None and name == names[buggy_index]:
-                target = test_name
-    if target is None:
-        return None
-    good_line, bad_line = next((g, b) for g, b in zip(parts[buggy_index].splitlines(), buggy_part.splitlines()) if g != b)
-    if buggy.count(bad_line) != 1:
-        return None
-    other = (buggy_index + 1) % len(picked)
-    decoy_good, decoy_bad = TEMPLATES[picked[other]].bugs[0]
-    decoy = (decoy_good, decoy_bad) if buggy.count(decoy_good) == 1 else ("", "")
-    return _World(module, buggy, "".join(tests), target, tuple(passing), (bad_line, good_line), decoy)
+            found += 1
+            cases.append(sandbox.Case(f"hidden_{name}_{found}", name, literal, expected))
+            if found == HIDDEN_PER_FUNCTION:
+                break
+    return cases
 
 
-@register(aliases=("bug_fixing", "swe_repair", "program_repair", "semantic_logic_precision", "patch_production",
-                   "fault_localisation", "fault_localization", "regression_avoidance"))
+@register
 class CodeRepair(Environment):
     name = "code_repair"
-    capability = "code_repair"
+    capability = "patch_production"
     description = (
         "Repairing code: reading source and tests, localising the faulty logic (off-by-one, wrong "
         "comparison or operand), and making a minimal, precise edit that makes the failing test pass "
@@ -164,57 +171,108 @@ class CodeRepair(Environment):
     Config = Config
     ladder = ({"n_functions": 2}, {"n_functions": 4}, {"n_functions": 6}, {"n_functions": 8}, {"n_functions": 11})
     max_turns = 10
-    sandbox_timeout_s = 10.0  # wall-clock limit of one test run
-    _PATH = {"type": "string", "enum": [MODULE, TESTS]}
-    tools = [
-        {"name": "list_files", "description": "Files in the repository.", "parameters": {"type": "object", "properties": {}}},
-        {"name": "read_file", "description": "A file's text.", "parameters": {"type": "object", "properties": {"path": _PATH}, "required": ["path"]}},
-        {"name": "replace_in_file", "description": "Replace the exact text `old` (which must occur exactly once) by `new`.",
-         "parameters": {"type": "object", "properties": {"path": _PATH, "old": {"type": "string"}, "new": {"type": "string"}},
-                        "required": ["path", "old", "new"]}},
-        {"name": "run_tests", "description": "Run the test suite in a sandbox; returns passes and failures.",
-         "parameters": {"type": "object", "properties": {}}},
-    ]
-
+    sandbox_config: ClassVar[sandbox.SandboxConfig] = sandbox.SandboxConfig()  # limits of every run
     instructions = ("You are a software engineer. A test in test_utils.py fails. Find the bug in utils.py and fix it "
                     "with a minimal edit; do not change the tests. When done, reply with a one-line summary of the fix.")
+    world: _World
+    state: _State
 
-    def _generate(self, seed: int) -> str:
-        self.world = _world(seed, *self.knob_values)
-        if self.world is None:
-            return ""
-        self.files = {MODULE: self.world.buggy, TESTS: self.world.tests}
+    def _generate(self, seed: int) -> _World | None:
+        """The module, its tests and the seeded bug; None when the bug breaks no test or its line is not unique."""
+        cfg, rng = self.config, random.Random(seed)
+        picked = rng.sample(range(len(TEMPLATES)), min(max(cfg.n_functions, 1), len(TEMPLATES)))
+        names = [f"{rng.choice(VERBS)}_{NOUNS[i % len(NOUNS)]}_{rng.randrange(10, 99)}" for i in picked]
+        parts = [TEMPLATES[i].source.format(name=n, digits=rng.randrange(1, 4)) for i, n in zip(picked, names)]
+        module = '"""Small utilities (generated)."""\n\n\n' + "\n\n".join(parts)
+        buggy_index = rng.randrange(len(picked))
+        good, bad = rng.choice(TEMPLATES[picked[buggy_index]].bugs)
+        buggy_part = parts[buggy_index].replace(good, bad, 1)
+        buggy = module.replace(parts[buggy_index], buggy_part, 1)
+        correct, broken = _load(module), _load(buggy)
+        tests, target, passing, cases = [f"from utils import {', '.join(names)}\n"], None, [], []
+        for index, name in zip(picked, names):
+            for t in range(max(cfg.tests_per_function, 1)):
+                args = TEMPLATES[index].inputs(rng)
+                expected = _run(correct, name, args)
+                if expected.startswith("raises"):
+                    continue
+                test_name = f"test_{name}_{t}"
+                tests.append(f"\ndef {test_name}():\n    assert {name}(*{args!r}) == {expected}\n")
+                cases.append(sandbox.Case(test_name, name, repr(args), expected))
+                if _run(broken, name, args) == expected:
+                    passing.append(test_name)
+                elif target is None and name == names[buggy_index]:
+                    target = test_name
+        if target is None:
+            return None
+        good_line, bad_line = next((g, b) for g, b in zip(parts[buggy_index].splitlines(), buggy_part.splitlines()) if g != b)
+        if buggy.count(bad_line) != 1:
+            return None
+        other = (buggy_index + 1) % len(picked)
+        decoy_good, decoy_bad = TEMPLATES[picked[other]].bugs[0]
+        decoy = (decoy_good, decoy_bad) if buggy.count(decoy_good) == 1 else ("", "")
+        hidden = _hidden_cases(random.Random(f"code_repair/hidden/{seed}"), picked, names, names[buggy_index], correct, broken)
+        target_cases = [target] + [c.case for c in hidden if c.function == names[buggy_index]]
+        if len(target_cases) == 1:
+            return None
+        passing += [c.case for c in hidden if c.function != names[buggy_index]]
+        return _World(module, buggy, "".join(tests), target, tuple(passing), (bad_line, good_line), decoy,
+                      tuple(cases + hidden), tuple(target_cases))
+
+    def _task(self) -> str:
         return f"The test {self.world.target} fails. Please fix the bug."
 
-    def _reject(self) -> str | None:
-        return "the seeded bug breaks no test or its line is not unique" if self.world is None else None
+    def _new_state(self) -> _State:
+        return _State({MODULE: self.world.buggy, TESTS: self.world.tests})
 
-    def _call(self, call_: ToolCall) -> Any:
-        args = call_.arguments
-        if call_.name == "list_files":
-            return sorted(self.files)
-        if call_.name == "read_file":
-            return self.files[args["path"]]
-        if call_.name == "run_tests":
-            return run_tests_cached(self.files, TESTS[:-3], self.sandbox_timeout_s).summary()
-        text, old = self.files[args["path"]], args["old"]
-        count = text.count(old) if old else 0
+    def _reject(self) -> str | None:
+        if self.world is None:
+            return "the seeded bug breaks no test or no hidden input, or its line is not unique"
+        return None
+
+    # -- tools ----------------------------------------------------------------------------------
+
+    @tool
+    def list_files(self) -> list[str]:
+        """Files in the repository."""
+        return sorted(self.state.files)
+
+    @tool
+    def read_file(self, path: RepoFile) -> str:
+        """A file's text."""
+        return self.state.files[path]
+
+    @tool
+    def replace_in_file(self, path: RepoFile, old: str, new: str) -> dict[str, Any]:
+        """Replace the exact text `old` (which must occur exactly once) by `new`."""
+        files = self.state.files
+        count = files[path].count(old) if old else 0
         if count != 1:
-            raise ToolError(f"`old` must occur exactly once in {args['path']}, found {count} times")
-        self.files[args["path"]] = text.replace(old, args["new"], 1)
+            raise ToolError(f"`old` must occur exactly once in {path}, found {count} times")
+        files[path] = files[path].replace(old, new, 1)
         return {"ok": True}
 
+    @tool
+    def run_tests(self) -> str:
+        """Run the test suite in a sandbox; returns passes and failures."""
+        return sandbox.run_tests(self.state.files, TESTS[:-3], self.sandbox_config).summary()
+
+    # -- scoring and solutions ------------------------------------------------------------------
+
     def _score(self, final_answer: str) -> tuple[float, dict[str, Any]]:
-        w = self.world
+        w, files = self.world, self.state.files
+        if files[TESTS] != w.tests:
+            return 0.0, {"edited": files[MODULE] != w.buggy, "stopped": "the tests were edited"}
         fmt = 0.1 * (bool(final_answer.strip()) and self.errors == 0)
-        module = self.files[MODULE]
+        module = files[MODULE]
         if module == w.buggy:
             return round(fmt, 6), {"edited": False, "target": False, "regressions": None}
-        result = run_tests_cached({MODULE: module, TESTS: w.tests}, TESTS[:-3], self.sandbox_timeout_s)
+        result = sandbox.grade({MODULE: module}, MODULE[:-3], w.cases, self.sandbox_config)
         if not result.ok:
             return 0.0, {"edited": True, "stopped": result.reason}
-        target = w.target in result.passed
-        kept = all(name in result.passed for name in w.passing_before)
+        passed = set(result.passed)
+        target = all(case in passed for case in w.target_cases)
+        kept = target and all(case in passed for case in w.passing_before)
         changed = sum(1 for line in difflib.unified_diff(w.buggy.splitlines(), module.splitlines(), lineterm="", n=0)
                       if line[:1] in "+-" and not line.startswith(("+++", "---")))
         minimal = target and changed <= 4  # the reference fix is 2 diff lines (-1/+1); allow 2 more

@@ -6,24 +6,25 @@ require `wait(seconds)` of at least the stated time before the retry, an expired
 needs `refresh_session()`, and merged packages whose error names the new id to query. Final
 answer: a JSON object {package_id: status} over the ids the user gave. Reward: 0.8 × the share of
 packages reported right + 0.2 when all are right. Knobs: packages, failure probability, failures
-per transient error (1-3), error kinds enabled (1-4).
+per transient error (1-3), error kinds enabled (1-4); `wait` and `refresh_session` are offered
+only when rate limits and expired sessions are enabled.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import random
 from dataclasses import dataclass
 from typing import Any
 
-from tracegym.schema import ToolCall
 from tracegym.synth_envs.base import Environment, ToolError
 from tracegym.synth_envs.common import call, calls, json_object
 from tracegym.synth_envs.registry import register
+from tracegym.synth_envs.tools import tool
 
 STATUSES = ["in_transit", "out_for_delivery", "delivered", "held_at_customs", "returned_to_sender"]
 KINDS = ("transient", "rate_limit", "session", "merged")
+RECOVERY_TOOLS = {"rate_limit": "wait", "session": "refresh_session"}  # error kind -> the tool that clears it
 
 
 @dataclass
@@ -36,6 +37,11 @@ class Config:
     n_error_kinds: int = 4
 
 
+def _kinds(n_error_kinds: int) -> tuple[str, ...]:
+    """The error kinds enabled at these knobs (the first 1-4 of KINDS)."""
+    return KINDS[: min(max(n_error_kinds, 1), len(KINDS))]
+
+
 @dataclass(frozen=True)
 class _World:
     packages: tuple[str, ...]
@@ -44,24 +50,15 @@ class _World:
     merged_into: dict[str, str]
 
 
-@functools.lru_cache(maxsize=512)
-def _world(seed: int, n_packages: int, failure_rate: float, max_failures: int, n_error_kinds: int) -> _World:
-    rng = random.Random(seed)
-    ids = [f"PKG-{n}" for n in rng.sample(range(1000, 9999), 2 * max(n_packages, 1))]
-    packages, spare = ids[: max(n_packages, 1)], ids[max(n_packages, 1):]
-    kinds = KINDS[: min(max(n_error_kinds, 1), len(KINDS))]
-    status, fault, merged = {}, {}, {}
-    for package in packages:
-        if rng.random() < failure_rate:
-            kind = rng.choice(kinds)
-            fault[package] = (kind, rng.randrange(1, max(max_failures, 1) + 1) if kind == "transient" else rng.choice([5, 10, 30]))
-            if kind == "merged":
-                merged[package] = spare.pop()
-        status[merged.get(package, package)] = rng.choice(STATUSES)
-    return _World(tuple(packages), status, fault, merged)
+@dataclass
+class _State:
+    failures_left: dict[str, int]  # transient package -> 503s still to come
+    blocked: set[str]  # rate-limited and session packages not yet unblocked
+    waited: int = 0  # longest wait (seconds) since the last tracking call
+    session_ok: bool = True
 
 
-@register(aliases=("error_handling", "failure_recovery", "robustness_to_tool_errors"))
+@register
 class ErrorRecovery(Environment):
     name = "error_recovery"
     capability = "error_recovery"
@@ -73,58 +70,83 @@ class ErrorRecovery(Environment):
     Config = Config
     ladder = ({"n_packages": 1, "failure_rate": 0.5, "n_error_kinds": 1}, {"n_packages": 2, "failure_rate": 0.5, "n_error_kinds": 2}, {"n_packages": 3, "failure_rate": 0.6, "n_error_kinds": 4}, {"n_packages": 5, "failure_rate": 0.8, "n_error_kinds": 4}, {"n_packages": 8, "failure_rate": 1.0, "max_failures": 3, "n_error_kinds": 4})
     max_turns = 12
-    tools = [
-        {"name": "track_package", "description": "Current shipping status of a package.",
-         "parameters": {"type": "object", "properties": {"package_id": {"type": "string"}}, "required": ["package_id"]}},
-        {"name": "wait", "description": "Pause before the next request (rate limits).",
-         "parameters": {"type": "object", "properties": {"seconds": {"type": "integer"}}, "required": ["seconds"]}},
-        {"name": "refresh_session", "description": "Renew the expired API session.", "parameters": {"type": "object", "properties": {}}},
-    ]
-
     instructions = ("You track packages with an unreliable API. Errors tell you what to do; follow them and retry. "
                     'Finish with a JSON object mapping each package id the user gave to its status, e.g. {"PKG-1234": "delivered"}.')
+    world: _World
+    state: _State
 
-    def _generate(self, seed: int) -> str:
-        self.world = _world(seed, *self.knob_values)
-        self.failures_left = {p: f[1] for p, f in self.world.fault.items() if f[0] == "transient"}
-        self.blocked = {p for p, f in self.world.fault.items() if f[0] in ("rate_limit", "session")}
-        self.waited = 0
-        self.session_ok = True
+    def _generate(self, seed: int) -> _World:
+        cfg, rng = self.config, random.Random(seed)
+        ids = [f"PKG-{n}" for n in rng.sample(range(1000, 9999), 2 * max(cfg.n_packages, 1))]
+        packages, spare = ids[: max(cfg.n_packages, 1)], ids[max(cfg.n_packages, 1):]
+        kinds = _kinds(cfg.n_error_kinds)
+        status, fault, merged = {}, {}, {}
+        for package in packages:
+            if rng.random() < cfg.failure_rate:
+                kind = rng.choice(kinds)
+                fault[package] = (kind, rng.randrange(1, max(cfg.max_failures, 1) + 1) if kind == "transient" else rng.choice([5, 10, 30]))
+                if kind == "merged":
+                    merged[package] = spare.pop()
+            status[merged.get(package, package)] = rng.choice(STATUSES)
+        return _World(tuple(packages), status, fault, merged)
+
+    def _tool_names(self) -> tuple[str, ...]:
+        """track_package, and the recovery tools of the error kinds these knobs enable."""
+        kinds = _kinds(self.config.n_error_kinds)
+        return ("track_package", *(tool_name for kind, tool_name in RECOVERY_TOOLS.items() if kind in kinds))
+
+    def _task(self) -> str:
         return f"What is the status of my packages {', '.join(self.world.packages)}?"
 
-    def _call(self, call_: ToolCall) -> Any:
-        w, args = self.world, call_.arguments
-        if call_.name == "wait":
-            if args["seconds"] < 0:
-                raise ToolError("seconds must be non-negative")
-            self.waited = max(self.waited, args["seconds"])
-            return {"ok": True}
-        if call_.name == "refresh_session":
-            self.session_ok = True
-            return {"ok": True, "session": "renewed"}
-        package = args["package_id"]
+    def _new_state(self) -> _State:
+        fault = self.world.fault
+        return _State({p: f[1] for p, f in fault.items() if f[0] == "transient"},
+                      {p for p, f in fault.items() if f[0] in ("rate_limit", "session")})
+
+    # -- tools ----------------------------------------------------------------------------------
+
+    @tool
+    def track_package(self, package_id: str) -> dict[str, Any]:
+        """Current shipping status of a package."""
+        w, state, package = self.world, self.state, package_id
         if package not in w.status and package not in w.merged_into:
             raise ToolError(f"404 unknown package {package!r}")
         kind, parameter = w.fault.get(package, ("", 0))
         if kind == "merged":
             raise ToolError(f"410 package {package} was merged into {w.merged_into[package]}; track that id instead")
-        if kind == "transient" and self.failures_left[package] > 0:
-            self.failures_left[package] -= 1
+        if kind == "transient" and state.failures_left[package] > 0:
+            state.failures_left[package] -= 1
             raise ToolError("503 service temporarily unavailable; try again")
-        if package in self.blocked:
+        if package in state.blocked:
             if kind == "rate_limit":
-                if self.waited >= parameter:
-                    self.blocked.discard(package)
+                if state.waited >= parameter:
+                    state.blocked.discard(package)
                 else:
-                    self.waited = 0
+                    state.waited = 0
                     raise ToolError(f"429 rate limited; call wait with seconds={parameter} before retrying")
-            elif self.session_ok and any(c.name == "refresh_session" for c in self.calls):
-                self.blocked.discard(package)
+            elif state.session_ok and any(c.name == "refresh_session" for c in self.calls):
+                state.blocked.discard(package)
             else:
-                self.session_ok = False
+                state.session_ok = False
                 raise ToolError("401 session expired; call refresh_session and retry")
-        self.waited = 0
+        state.waited = 0
         return {"package_id": package, "status": w.status[package]}
+
+    @tool
+    def wait(self, seconds: int) -> dict[str, Any]:
+        """Pause before the next request (rate limits)."""
+        if seconds < 0:
+            raise ToolError("seconds must be non-negative")
+        self.state.waited = max(self.state.waited, seconds)
+        return {"ok": True}
+
+    @tool
+    def refresh_session(self) -> dict[str, Any]:
+        """Renew the expired API session."""
+        self.state.session_ok = True
+        return {"ok": True, "session": "renewed"}
+
+    # -- scoring and solutions ------------------------------------------------------------------
 
     def _truth(self) -> dict[str, str]:
         w = self.world

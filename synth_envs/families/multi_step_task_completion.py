@@ -9,18 +9,18 @@ record is right, + 0.2 success bonus when every item is right. Knobs: items, ope
 
 from __future__ import annotations
 
-import functools
 import random
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Literal, get_args
 
-from tracegym.schema import ToolCall
 from tracegym.synth_envs.base import Environment, ToolError
 from tracegym.synth_envs.common import call, calls
 from tracegym.synth_envs.registry import register
+from tracegym.synth_envs.tools import tool
 
-WAREHOUSES = ["north", "south", "east", "west"]
-STATUSES = ["active", "reorder", "archived"]
+Warehouse = Literal["north", "south", "east", "west"]
+Status = Literal["active", "reorder", "archived"]
+WAREHOUSES = get_args(Warehouse)
 NOUNS = ["bolt", "valve", "hinge", "gasket", "spring", "pulley", "clamp", "washer", "bracket", "rivet", "sprocket", "bearing"]
 ADJECTIVES = ["steel", "brass", "nylon", "copper", "zinc", "rubber"]
 
@@ -94,50 +94,36 @@ OPERATIONS: tuple[Callable[[Db, random.Random], tuple[str, list[Write]] | None],
 )
 
 
-def _apply(db: Db, tool: str, args: dict[str, Any]) -> None:
-    record = db[args["item_id"]]
-    if tool == "update_status":
-        record["status"] = args["status"]
-    elif tool == "move_item":
-        record["warehouse"] = args["warehouse"]
-    elif tool == "adjust_quantity":
-        record["quantity"] += args["delta"]
-    elif tool == "set_price":
-        record["price"] = round(args["price"], 2)
+# write tool -> its effect on the record it names (world generation applies the same writes)
+EFFECTS: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
+    "update_status": lambda record, args: record.update(status=args["status"]),
+    "move_item": lambda record, args: record.update(warehouse=args["warehouse"]),
+    "adjust_quantity": lambda record, args: record.update(quantity=record["quantity"] + args["delta"]),
+    "set_price": lambda record, args: record.update(price=round(args["price"], 2)),
+}
+
+
+def _apply(db: Db, tool_name: str, args: dict[str, Any]) -> None:
+    EFFECTS[tool_name](db[args["item_id"]], args)
 
 
 def _copy(db: Db) -> Db:
     return {key: dict(record) for key, record in db.items()}
 
 
-@functools.lru_cache(maxsize=512)
-def _world(seed: int, n_items: int, n_operations: int) -> tuple[Db, list[tuple[str, list[Write]]], Db]:
-    """Initial inventory, the chained steps with their writes, and the expected final inventory."""
-    rng = random.Random(seed)
-    db: Db = {}
-    for index in range(n_items):
-        item_id = f"IT-{100 + index * 13 + rng.randrange(13)}"
-        db[item_id] = {"name": f"{rng.choice(ADJECTIVES)} {rng.choice(NOUNS)}", "warehouse": rng.choice(WAREHOUSES),
-                       "status": rng.choice(["active", "active", "active", "reorder"]),
-                       "quantity": rng.choice([0, 0, rng.randrange(1, 30), rng.randrange(1, 60)]),
-                       "price": round(rng.uniform(0.5, 90), 2)}
-    expected = _copy(db)
-    steps: list[tuple[str, list[Write]]] = []
-    for _ in range(n_operations):
-        step = None
-        for _try in range(12):
-            step = rng.choice(OPERATIONS)(expected, rng)
-            if step is not None:
-                break
-        if step is None:
-            break
-        for tool, args in step[1]:
-            _apply(expected, tool, args)
-        steps.append(step)
-    return db, steps, expected
+@dataclass(frozen=True)
+class _World:
+    initial: Db  # the inventory the episode starts from
+    steps: list[tuple[str, list[Write]]]  # each step's text and the writes it needs
+    expected: Db  # the inventory after every step
 
 
-@register(aliases=("multi_step_completion", "task_completion", "sequential_operations"))
+@dataclass
+class _State:
+    db: Db  # the inventory as the agent's writes left it
+
+
+@register
 class MultiStepTaskCompletion(Environment):
     name = "multi_step_task_completion"
     capability = "multi_step_task_completion"
@@ -149,58 +135,118 @@ class MultiStepTaskCompletion(Environment):
     Config = Config
     ladder = ({"n_operations": 2, "n_items": 10}, {"n_operations": 3, "n_items": 16}, {"n_operations": 4, "n_items": 20}, {"n_operations": 5, "n_items": 24}, {"n_operations": 6, "n_items": 28})
     max_turns = 16
-    _ID = {"type": "string", "description": "item id, e.g. IT-301"}
-    tools = [
-        {"name": "search_items", "description": "Items of a warehouse (optionally with one status): id, name, status, quantity, price.",
-         "parameters": {"type": "object", "properties": {"warehouse": {"type": "string", "enum": WAREHOUSES},
-                                                         "status": {"type": "string", "enum": STATUSES}}, "required": ["warehouse"]}},
-        {"name": "update_status", "description": "Set an item's status.",
-         "parameters": {"type": "object", "properties": {"item_id": _ID, "status": {"type": "string", "enum": STATUSES}},
-                        "required": ["item_id", "status"]}},
-        {"name": "move_item", "description": "Move an item to another warehouse.",
-         "parameters": {"type": "object", "properties": {"item_id": _ID, "warehouse": {"type": "string", "enum": WAREHOUSES}},
-                        "required": ["item_id", "warehouse"]}},
-        {"name": "adjust_quantity", "description": "Add (or, if negative, remove) units of an item.",
-         "parameters": {"type": "object", "properties": {"item_id": _ID, "delta": {"type": "integer"}}, "required": ["item_id", "delta"]}},
-        {"name": "set_price", "description": "Set an item's unit price in USD.",
-         "parameters": {"type": "object", "properties": {"item_id": _ID, "price": {"type": "number"}}, "required": ["item_id", "price"]}},
-    ]
-
     instructions = (
         "You manage a parts inventory. Carry out every step of the manager's request, in order, "
         "with the tools; change nothing else. When all steps are done, reply with a short summary."
     )
+    world: _World
+    state: _State
 
-    def _generate(self, seed: int) -> str:
-        self.initial, self.steps, self.expected = _world(seed, *self.knob_values)
-        self.db = _copy(self.initial)
-        lines = "\n".join(f"{n}. {text}" for n, (text, _) in enumerate(self.steps, start=1))
+    def _generate(self, seed: int) -> _World:
+        """Initial inventory, the chained steps with their writes, and the expected final inventory."""
+        rng = random.Random(seed)
+        db: Db = {}
+        for index in range(self.config.n_items):
+            item_id = f"IT-{100 + index * 13 + rng.randrange(13)}"
+            db[item_id] = {"name": f"{rng.choice(ADJECTIVES)} {rng.choice(NOUNS)}", "warehouse": rng.choice(WAREHOUSES),
+                           "status": rng.choice(["active", "active", "active", "reorder"]),
+                           "quantity": rng.choice([0, 0, rng.randrange(1, 30), rng.randrange(1, 60)]),
+                           "price": round(rng.uniform(0.5, 90), 2)}
+        expected = _copy(db)
+        steps: list[tuple[str, list[Write]]] = []
+        for _ in range(self.config.n_operations):
+            step = None
+            for _try in range(12):
+                step = rng.choice(OPERATIONS)(expected, rng)
+                if step is not None:
+                    break
+            if step is None:
+                break
+            for tool_name, args in step[1]:
+                _apply(expected, tool_name, args)
+            steps.append(step)
+        return _World(db, steps, expected)
+
+    def _task(self) -> str:
+        lines = "\n".join(f"{n}. {text}" for n, (text, _) in enumerate(self.world.steps, start=1))
         return f"Please do the following, in this order:\n{lines}"
 
+    def _new_state(self) -> _State:
+        return _State(_copy(self.world.initial))
+
     def _reject(self) -> str | None:
-        if len(self.steps) < self.config.n_operations:
+        if len(self.world.steps) < self.config.n_operations:
             return "could not chain enough operations with targets"
-        if self.expected == self.initial:
+        if self.world.expected == self.world.initial:
             return "the request changes nothing"
         return None
 
-    def _call(self, call_: ToolCall) -> Any:
-        args = call_.arguments
-        if call_.name == "search_items":
-            ids = _in(self.db, args["warehouse"], args.get("status"))
-            return [{"item_id": i, **{k: v for k, v in self.db[i].items() if k != "warehouse"}} for i in ids]
-        if args["item_id"] not in self.db:
-            raise ToolError(f"no item with id {args['item_id']!r}")
-        if call_.name == "set_price" and args["price"] < 0:
+    # -- tools ----------------------------------------------------------------------------------
+
+    @tool
+    def search_items(self, warehouse: Warehouse, status: Status | None = None) -> list[dict[str, Any]]:
+        """Items of a warehouse (optionally with one status): id, name, status, quantity, price."""
+        db = self.state.db
+        return [{"item_id": i, **{k: v for k, v in db[i].items() if k != "warehouse"}} for i in _in(db, warehouse, status)]
+
+    def _known(self, item_id: str) -> None:
+        if item_id not in self.state.db:
+            raise ToolError(f"no item with id {item_id!r}")
+
+    def _write(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Apply one write to the episode's inventory; the item as it is now."""
+        db, item_id = self.state.db, arguments["item_id"]
+        self._known(item_id)
+        _apply(db, tool_name, arguments)
+        return {"ok": True, "item": {"item_id": item_id, **db[item_id]}}
+
+    @tool
+    def update_status(self, item_id: str, status: Status) -> dict[str, Any]:
+        """Set an item's status.
+
+        Args:
+            item_id: item id, e.g. IT-301
+        """
+        return self._write("update_status", {"item_id": item_id, "status": status})
+
+    @tool
+    def move_item(self, item_id: str, warehouse: Warehouse) -> dict[str, Any]:
+        """Move an item to another warehouse.
+
+        Args:
+            item_id: item id, e.g. IT-301
+        """
+        return self._write("move_item", {"item_id": item_id, "warehouse": warehouse})
+
+    @tool
+    def adjust_quantity(self, item_id: str, delta: int) -> dict[str, Any]:
+        """Add (or, if negative, remove) units of an item.
+
+        Args:
+            item_id: item id, e.g. IT-301
+        """
+        return self._write("adjust_quantity", {"item_id": item_id, "delta": delta})
+
+    @tool
+    def set_price(self, item_id: str, price: float) -> dict[str, Any]:
+        """Set an item's unit price in USD.
+
+        Args:
+            item_id: item id, e.g. IT-301
+        """
+        self._known(item_id)
+        if price < 0:
             raise ToolError("price must be non-negative")
-        _apply(self.db, call_.name, args)
-        return {"ok": True, "item": {"item_id": args["item_id"], **self.db[args["item_id"]]}}
+        return self._write("set_price", {"item_id": item_id, "price": price})
+
+    # -- scoring and solutions ------------------------------------------------------------------
 
     def _score(self, final_answer: str) -> tuple[float, dict[str, Any]]:
-        required = {i for i in self.expected if self.expected[i] != self.initial[i]}
-        changed = {i for i in self.db if self.db[i] != self.initial[i]}
+        initial, expected, db = self.world.initial, self.world.expected, self.state.db
+        required = {i for i in expected if expected[i] != initial[i]}
+        changed = {i for i in db if db[i] != initial[i]}
         touched = required | changed
-        right = sum(self.db[i] == self.expected[i] for i in touched)
+        right = sum(db[i] == expected[i] for i in touched)
         fraction = right / len(touched)
         success = right == len(touched)
         reward = 0.8 * fraction + 0.2 * success
@@ -215,19 +261,20 @@ class MultiStepTaskCompletion(Environment):
         return turns + ["All requested steps are done."]
 
     def _oracle(self) -> list[str]:
-        return self._turns(self.steps)
+        return self._turns(self.world.steps)
 
     def _wrong(self) -> list[list[str]]:
-        wrong = [self._turns(self.steps[:-1]), self._turns(self.steps[1:])]
-        first_text, first_writes = self.steps[0]
-        tool, args = first_writes[0]
+        initial, steps, expected = self.world.initial, self.world.steps, self.world.expected
+        wrong = [self._turns(steps[:-1]), self._turns(steps[1:])]
+        first_text, first_writes = steps[0]
+        tool_name, args = first_writes[0]
         field_name, value = {"update_status": ("status", args.get("status")), "move_item": ("warehouse", args.get("warehouse")),
-                             "adjust_quantity": ("quantity", None), "set_price": ("price", args.get("price"))}[tool]
+                             "adjust_quantity": ("quantity", None), "set_price": ("price", args.get("price"))}[tool_name]
         targets = {a["item_id"] for _, a in first_writes}
-        extra = next((i for i in sorted(self.initial) if i not in targets and self.expected[i][field_name] != value
-                      and self.expected[i] == self.initial[i]), None)
+        extra = next((i for i in sorted(initial) if i not in targets and expected[i][field_name] != value
+                      and expected[i] == initial[i]), None)
         if extra is not None:
-            wrong.append(self._turns([(first_text, first_writes + [(tool, {**args, "item_id": extra})])] + self.steps[1:]))
+            wrong.append(self._turns([(first_text, first_writes + [(tool_name, {**args, "item_id": extra})])] + steps[1:]))
         return wrong
 
     def _hint(self) -> str:

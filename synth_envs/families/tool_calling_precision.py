@@ -10,19 +10,19 @@ try, with no rejected call. Knobs: attendees, optional fields (0-2), look-alike 
 
 from __future__ import annotations
 
-import functools
 import random
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
 
-from tracegym.schema import ToolCall
 from tracegym.synth_envs.base import Environment, ToolError
 from tracegym.synth_envs.common import FIRST_NAMES, LAST_NAMES, call, calls
 from tracegym.synth_envs.registry import register
+from tracegym.synth_envs.tools import tool
 
-BUILDINGS = ["atrium", "harbour", "summit"]
-PRIORITIES = ["low", "normal", "high", "urgent"]
-CATERING = ["none", "coffee", "lunch", "vegetarian_lunch"]
+Building = Literal["atrium", "harbour", "summit"]
+Priority = Literal["low", "normal", "high", "urgent"]
+Catering = Literal["none", "coffee", "lunch", "vegetarian_lunch"]
+BUILDINGS, PRIORITIES, CATERING = get_args(Building), get_args(Priority), get_args(Catering)
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"]
 PRIORITY_WORDS = {"low": "it's low priority", "normal": "normal priority", "high": "high priority, please",
                   "urgent": "this is urgent"}
@@ -48,6 +48,12 @@ class _World:
     request: str
 
 
+@dataclass
+class _State:
+    bookings: list[dict[str, Any]] = field(default_factory=list)  # arguments of the accepted bookings
+    rejected: int = 0  # create_booking calls refused for a format problem
+
+
 def _date_phrase(rng: random.Random, year: int, month: int, day: int) -> str:
     return rng.choice([f"{MONTHS[month - 1]} {day}, {year}", f"{day} {MONTHS[month - 1]} {year}", f"{month}/{day}/{year} (US format)"])
 
@@ -68,48 +74,7 @@ def _duration_phrase(rng: random.Random, minutes: int) -> str:
     return rng.choice(options)
 
 
-@functools.lru_cache(maxsize=512)
-def _world(seed: int, n_attendees: int, n_optional: int, n_lookalikes: int) -> _World:
-    rng = random.Random(seed)
-    ids = rng.sample(range(10_000, 99_999), 4 * (n_attendees + 1) * (n_lookalikes + 1) + 8)
-    employees, attendees = [], []
-    firsts = rng.sample(FIRST_NAMES, min(len(FIRST_NAMES), max(n_attendees, 1)))
-    for first in firsts:
-        lasts = rng.sample(LAST_NAMES, n_lookalikes + 1)
-        for index, last in enumerate(lasts):
-            employees.append((f"E{ids.pop()}", f"{first} {last}"))
-            if index == 0:
-                attendees.append(employees[-1])
-    for _ in range(4):
-        employees.append((f"E{ids.pop()}", f"{rng.choice(FIRST_NAMES)} {rng.choice(LAST_NAMES)}"))
-    rng.shuffle(employees)
-    rooms = []
-    for building in BUILDINGS:
-        for name in rng.sample(["Maple", "Birch", "Cedar", "Aspen", "Willow", "Oak"], 3):
-            rooms.append((f"RM-{rng.randrange(100, 999)}", f"{name} room", building))
-    room = rng.choice(rooms)
-    year, month, day = 2025, rng.randrange(1, 13), rng.randrange(1, 29)
-    hour, minute = rng.randrange(8, 18), rng.choice([0, 15, 30, 45])
-    minutes = rng.choice([30, 45, 60, 90, 120])
-    priority = rng.choice(PRIORITIES)
-    booking: dict[str, Any] = {"room_id": room[0], "date": f"{year}-{month:02d}-{day:02d}", "start_time": f"{hour:02d}:{minute:02d}",
-                               "duration_minutes": minutes, "attendee_ids": sorted(a[0] for a in attendees), "priority": priority}
-    extras = []
-    optional = rng.sample(["video", "catering"], min(max(n_optional, 0), 2))
-    if "video" in optional:
-        booking["video"] = rng.random() < 0.5
-        extras.append("we need a video link" if booking["video"] else "no video link needed")
-    if "catering" in optional:
-        booking["catering"] = rng.choice(CATERING)
-        extras.append(CATERING_WORDS[booking["catering"]])
-    names = " and ".join(a[1] for a in attendees)
-    request = (f"Book the {room[1]} in the {room[2]} building on {_date_phrase(rng, year, month, day)} at "
-               f"{_time_phrase(hour, minute)} for {_duration_phrase(rng, minutes)} with {names}; {PRIORITY_WORDS[priority]}"
-               + "".join(f"; {extra}" for extra in extras) + ".")
-    return _World(tuple(employees), tuple(rooms), room[2], booking, request)
-
-
-@register(aliases=("argument_precision", "tool_call_precision", "api_call_accuracy"))
+@register
 class ToolCallingPrecision(Environment):
     name = "tool_calling_precision"
     capability = "tool_calling_precision"
@@ -121,42 +86,89 @@ class ToolCallingPrecision(Environment):
     Config = Config
     ladder = ({"n_attendees": 1, "n_optional": 0, "n_lookalikes": 0}, {"n_attendees": 1, "n_optional": 1, "n_lookalikes": 1}, {"n_attendees": 2, "n_optional": 1, "n_lookalikes": 2}, {"n_attendees": 3, "n_optional": 2, "n_lookalikes": 3}, {"n_attendees": 4, "n_optional": 2, "n_lookalikes": 4})
     max_turns = 8
-    tools = [
-        {"name": "find_employee", "description": "Employees whose name contains the query: employee_id, name.",
-         "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}},
-        {"name": "list_rooms", "description": "Rooms of a building: room_id, name.",
-         "parameters": {"type": "object", "properties": {"building": {"type": "string", "enum": BUILDINGS}}, "required": ["building"]}},
-        {"name": "create_booking", "description": "Book a room. date: YYYY-MM-DD; start_time: HH:MM (24-hour); attendee_ids: employee ids.",
-         "parameters": {"type": "object", "properties": {
-             "room_id": {"type": "string"}, "date": {"type": "string"}, "start_time": {"type": "string"},
-             "duration_minutes": {"type": "integer"}, "attendee_ids": {"type": "array", "items": {"type": "string"}},
-             "priority": {"type": "string", "enum": PRIORITIES}, "video": {"type": "boolean"},
-             "catering": {"type": "string", "enum": CATERING}},
-             "required": ["room_id", "date", "start_time", "duration_minutes", "attendee_ids", "priority"]}},
-    ]
-
     instructions = ("You are an office assistant. Resolve every person and room to its id with the lookup tools, "
                     "then make exactly one booking with exactly formatted arguments. Reply 'Booked.' when done.")
+    world: _World
+    state: _State
 
-    def _generate(self, seed: int) -> str:
-        self.world = _world(seed, *self.knob_values)
-        self.bookings: list[dict[str, Any]] = []
-        self.rejected = 0
+    def _generate(self, seed: int) -> _World:
+        cfg, rng = self.config, random.Random(seed)
+        n_attendees, n_optional, n_lookalikes = cfg.n_attendees, cfg.n_optional, cfg.n_lookalikes
+        ids = rng.sample(range(10_000, 99_999), 4 * (n_attendees + 1) * (n_lookalikes + 1) + 8)
+        employees, attendees = [], []
+        firsts = rng.sample(FIRST_NAMES, min(len(FIRST_NAMES), max(n_attendees, 1)))
+        for first in firsts:
+            lasts = rng.sample(LAST_NAMES, n_lookalikes + 1)
+            for index, last in enumerate(lasts):
+                employees.append((f"E{ids.pop()}", f"{first} {last}"))
+                if index == 0:
+                    attendees.append(employees[-1])
+        for _ in range(4):
+            employees.append((f"E{ids.pop()}", f"{rng.choice(FIRST_NAMES)} {rng.choice(LAST_NAMES)}"))
+        rng.shuffle(employees)
+        rooms = []
+        for building in BUILDINGS:
+            for name in rng.sample(["Maple", "Birch", "Cedar", "Aspen", "Willow", "Oak"], 3):
+                rooms.append((f"RM-{rng.randrange(100, 999)}", f"{name} room", building))
+        room = rng.choice(rooms)
+        year, month, day = 2025, rng.randrange(1, 13), rng.randrange(1, 29)
+        hour, minute = rng.randrange(8, 18), rng.choice([0, 15, 30, 45])
+        minutes = rng.choice([30, 45, 60, 90, 120])
+        priority = rng.choice(PRIORITIES)
+        booking: dict[str, Any] = {"room_id": room[0], "date": f"{year}-{month:02d}-{day:02d}", "start_time": f"{hour:02d}:{minute:02d}",
+                                   "duration_minutes": minutes, "attendee_ids": sorted(a[0] for a in attendees), "priority": priority}
+        extras = []
+        optional = rng.sample(["video", "catering"], min(max(n_optional, 0), 2))
+        if "video" in optional:
+            booking["video"] = rng.random() < 0.5
+            extras.append("we need a video link" if booking["video"] else "no video link needed")
+        if "catering" in optional:
+            booking["catering"] = rng.choice(CATERING)
+            extras.append(CATERING_WORDS[booking["catering"]])
+        names = " and ".join(a[1] for a in attendees)
+        request = (f"Book the {room[1]} in the {room[2]} building on {_date_phrase(rng, year, month, day)} at "
+                   f"{_time_phrase(hour, minute)} for {_duration_phrase(rng, minutes)} with {names}; {PRIORITY_WORDS[priority]}"
+                   + "".join(f"; {extra}" for extra in extras) + ".")
+        return _World(tuple(employees), tuple(rooms), room[2], booking, request)
+
+    def _task(self) -> str:
         return self.world.request
 
-    def _call(self, call_: ToolCall) -> Any:
-        args, w = call_.arguments, self.world
-        if call_.name == "find_employee":
-            query = args["query"].strip().lower()
-            return [{"employee_id": e, "name": n} for e, n in w.employees if query and query in n.lower()]
-        if call_.name == "list_rooms":
-            return [{"room_id": r, "name": n} for r, n, b in w.rooms if b == args["building"]]
-        problem = self._format_problem(args)
+    def _new_state(self) -> _State:
+        return _State()
+
+    # -- tools ----------------------------------------------------------------------------------
+
+    @tool
+    def find_employee(self, query: str) -> list[dict[str, str]]:
+        """Employees whose name contains the query: employee_id, name."""
+        text = query.strip().lower()
+        return [{"employee_id": e, "name": n} for e, n in self.world.employees if text and text in n.lower()]
+
+    @tool
+    def list_rooms(self, building: Building) -> list[dict[str, str]]:
+        """Rooms of a building: room_id, name."""
+        return [{"room_id": r, "name": n} for r, n, b in self.world.rooms if b == building]
+
+    @tool
+    def create_booking(self, room_id: str, date: str, start_time: str, duration_minutes: int, attendee_ids: list[str],
+                       priority: Priority, video: bool | None = None, catering: Catering | None = None) -> dict[str, Any]:
+        """Book a room.
+
+        Args:
+            date: YYYY-MM-DD
+            start_time: HH:MM (24-hour)
+            attendee_ids: employee ids
+        """
+        given = {"room_id": room_id, "date": date, "start_time": start_time, "duration_minutes": duration_minutes,
+                 "attendee_ids": attendee_ids, "priority": priority, "video": video, "catering": catering}
+        booking = {k: v for k, v in given.items() if v is not None}  # optional fields only when given
+        problem = self._format_problem(booking)
         if problem:
-            self.rejected += 1
+            self.state.rejected += 1
             raise ToolError(problem)
-        self.bookings.append(dict(args))
-        return {"ok": True, "booking_id": f"BK-{len(self.bookings)}"}
+        self.state.bookings.append(booking)
+        return {"ok": True, "booking_id": f"BK-{len(self.state.bookings)}"}
 
     def _format_problem(self, args: dict[str, Any]) -> str | None:
         date, start = args["date"], args["start_time"]
@@ -172,13 +184,14 @@ class ToolCallingPrecision(Environment):
 
     def _score(self, final_answer: str) -> tuple[float, dict[str, Any]]:
         target = self.world.booking
-        if not self.bookings:
+        bookings = self.state.bookings
+        if not bookings:
             return 0.0, {"fields_right": 0, "fields": len(target), "booked": False}
-        made = self.bookings[-1]
+        made = bookings[-1]
         right = sum((sorted(made.get(k, [])) if k == "attendee_ids" else made.get(k)) == v for k, v in target.items())
         extra = any(k not in target for k in made)
         share = right / len(target) if not extra else right / (len(target) + 1)
-        clean = len(self.bookings) == 1 and self.rejected == 0 and right == len(target) and not extra
+        clean = len(bookings) == 1 and self.state.rejected == 0 and right == len(target) and not extra
         reward = 0.8 * share + 0.2 * clean
         return round(reward, 6), {"fields_right": right, "fields": len(target), "booked": True, "clean": clean}
 

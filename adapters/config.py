@@ -1,0 +1,97 @@
+"""The adapters stage's configs: turn credit, GRPO, the SFT warm start, held-out evaluation, and
+`TrainConfig`, what `tracegym train` resolves (and `tracegym run` extends).
+
+Light on purpose (no torch): the CLI builds its flags from these classes for `--help`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from tracegym.config import PolicyConfig, option
+from tracegym.synth_envs.calibration import CalibrationConfig
+
+
+@dataclass
+class CreditConfig:
+    """Turn credit (papers/TRACE.md §2); defaults are the paper's."""
+
+    flag_prefix: ClassVar[str] = "credit"
+    credit: Literal["trace", "grpo"] = option(
+        "trace", "trace: TRACE turn credit plus the outcome advantage; grpo: the outcome advantage on every token")
+    eps: float = option(0.1, "ε added to the gap -ℓ_k so values stay finite (nats)")
+    K: int = option(3, "backup horizon in actions")
+    gamma: float = option(0.8, "discount γ inside the backup and the terminal fill")
+    lambda_term: float = option(2.0, "λ_term, weight of the outcome advantage filled into the last K actions")
+    alpha_out: float = option(1.0, "α_out, weight of the outcome advantage on every policy token")
+    alpha_turn: float = option(0.2, "α_turn, weight of the turn reward r_k on the tokens of action k")
+
+    def __post_init__(self) -> None:
+        if self.credit not in ("trace", "grpo"):
+            raise ValueError(f"credit must be 'trace' or 'grpo', got {self.credit!r}")
+        if self.eps <= 0 or self.K < 1 or not 0 < self.gamma <= 1:
+            raise ValueError(f"need eps > 0, K >= 1, 0 < gamma <= 1; got {self.eps}, {self.K}, {self.gamma}")
+
+
+@dataclass
+class GRPOConfig:
+    """GRPO on LoRA weights (papers/TRACE.md §1 stage 3 and §2), scaled to one CPU. No KL term."""
+
+    flag_prefix: ClassVar[str] = "grpo"
+    learning_rate: float = option(1e-5, "AdamW learning rate of the LoRA weights")
+    weight_decay: float = option(0.0, "AdamW weight decay")
+    steps: int = option(20, "training steps; a step is one batch of rollouts and its updates")
+    groups_per_step: int = option(4, "seeds (GRPO groups) per step (the paper uses 64)")
+    group_size: int = option(8, "rollouts per seed")
+    mini_batches: int = option(
+        1, "optimizer steps per batch of rollouts (> 1 makes clipping act and costs a forward pass for the old log-probs)")
+    micro_batch_size: int = option(
+        8, "episodes of one group per forward/backward pass (memory only; a group split in several passes re-encodes its prompt in each)")
+    epsilon_low: float = option(0.2, "lower ratio clip: 1 - epsilon_low")
+    epsilon_high: float = option(0.28, "upper ratio clip: 1 + epsilon_high (DAPO-style asymmetric)")
+    hint_fraction: float = option(
+        0.25, "share of each group's rollouts with the environment's hint (removed before the update)")
+    max_grad_norm: float = option(1.0, "gradient clipping norm")
+    lora_rank: int = option(16, "rank of a fresh LoRA (ignored when starting from an adapter)")
+    seed: int = option(0, "seeds the LoRA init, the order of training seeds and the sampling")
+    save_every: int = option(5, "checkpoint every this many steps (the last step is always saved)")
+    credit: CreditConfig = option(help="turn credit", factory=CreditConfig)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.hint_fraction <= 1.0:
+            raise ValueError(f"hint_fraction must be in [0, 1], got {self.hint_fraction}")
+
+
+@dataclass
+class WarmStartConfig:
+    """SFT on oracle dialogues before GRPO, for policies that cannot call tools yet."""
+
+    flag_prefix: ClassVar[str] = "warm_start"
+    enabled: bool = option(False, "SFT on oracle dialogues first (the embedded SmolLM2-135M needs it)")
+    dialogues: int = option(400, "oracle dialogues to train on, from consecutive training seeds")
+    steps: int = option(20, "optimizer steps")
+    batch_size: int = option(8, "dialogues per step")
+    learning_rate: float = option(1e-3, "AdamW learning rate (LoRA on a format task converges in ~20 steps)")
+    lora_rank: int = option(16, "LoRA rank")
+    max_length: int = option(1024, "dialogues are truncated to this many tokens")
+    seed: int = option(0, "data order and LoRA init seed")
+
+
+@dataclass
+class EvalConfig:
+    """Held-out evaluation on the environment's evaluation seeds, unhinted."""
+
+    flag_prefix: ClassVar[str] = "eval"
+    seeds: int = option(64, "held-out seeds scored before and after training, each once greedily (0: skip)")
+    sampled: int = option(4, "sampled rollouts per held-out seed, at the rollout temperature (0: greedy only)")
+
+
+@dataclass
+class TrainConfig(PolicyConfig):
+    """What `tracegym train` does: warm start, calibration, GRPO and held-out evaluation."""
+
+    calibration: CalibrationConfig = option(help="calibration", factory=CalibrationConfig)
+    warm_start: WarmStartConfig = option(help="SFT warm start", factory=WarmStartConfig)
+    grpo: GRPOConfig = option(help="GRPO", factory=GRPOConfig)
+    eval: EvalConfig = option(help="held-out evaluation", factory=EvalConfig)

@@ -1,0 +1,146 @@
+"""What an airline agent says, checked against the policy and the records it read: offers,
+promises and claims the policy does not support are findings even when no write follows.
+
+- policy compliance: compensation offered to a user the policy gives none, or before the user
+  asked for any; a cabin change offered for some flights or passengers of a reservation only; a
+  benefit of travel insurance the policy does not give (it refunds a cancellation for health or
+  weather reasons, nothing else); a refund promised for a cancellation the policy forbids;
+- precondition verification: compensation offered before any reservation was read;
+- structured data reasoning: a membership level the profile contradicts, a reservation described
+  without having been read.
+Claims are read clause by clause (`conversation.assertions`): questions, conditions and negated
+clauses ("this is not eligible for a refund") assert nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+from tracegym.analysis.policy.airline_records import cancellation_refused, may_compensate, reservation, reservations, user
+from tracegym.analysis.policy.conversation import Conversation, assertions, listed, mentions
+from tracegym.analysis.policy.domain import ConversationRule, Finding
+
+_MEMBER_CLAIM = re.compile(r"\b(?:you(?:'re| are)|your|as an?)\s+(?:a\s+)?(gold|silver|regular)\s+(?:member|membership|status|tier)",
+                           re.IGNORECASE)
+_OFFER = re.compile(r"\b(offer|issue|provide|send|give|compensate)\w*\b[^.?!\n]{0,80}\b(certificate|compensation|voucher)",
+                    re.IGNORECASE)
+_ROUTE_OR_DATE = re.compile(r"\b[A-Z]{3}\b(?<!USA)(?<!EST)|\b\d{4}-\d{2}-\d{2}\b|\bfrom [A-Z][a-z]+.{0,30}\bto [A-Z][a-z]+")
+_RAISES_COMPENSATION = re.compile(r"\b(?:offer|look into|arrange|provide|issue|discuss|see what)\b[^.?!\n]{0,60}\bcompensat\w*|"
+                                  r"\bregarding compensation\b", re.IGNORECASE)
+_ASKED_FOR_COMPENSATION = re.compile(r"\bcompensat\w*|\bcertificate|\bvoucher|\bcredit\b|\brefund|\breimburs\w*|"
+                                     r"\bmake (?:it|this|that) up|\bgesture\b", re.IGNORECASE)
+_PARTIAL_CABIN = re.compile(r"\bupgrad\w*\b[^.?!\n]{0,80}\b(?:only|just)\b(?: for)?(?: the)? (?:outbound|return|first|second|one)\b"
+                            r"[^.?!\n]{0,20}\b(?:flights?|legs?|segments?|passengers?)\b|\b(?:only|just)\b(?: the)? (?:outbound|return|"
+                            r"first|second|one)\b[^.?!\n]{0,30}\b(?:to|in) business\b|\bwhile keeping\b[^.?!\n]{0,40}\bin (?:basic )?"
+                            r"economy\b", re.IGNORECASE)
+_INSURANCE_BENEFIT = re.compile(r"\binsurance\b[^.?!\n]{0,60}\b(?:covers?|waives?|waived|pays? for|applies to)\b[^.?!\n]{0,50}"
+                                r"\b(?:fees?|difference|increase|changes?|costs?|upgrade|bags?|fare)\b", re.IGNORECASE)
+_REFUND_PROMISE = re.compile(r"\b(?:eligible|entitled|qualif(?:y|ies|ied))\b[^.?!\n]{0,30}\brefund|\byou(?:'ll| will) (?:get|receive) "
+                             r"a full refund|\bcancel\w*[^.?!\n]{0,40}\bwith a full refund", re.IGNORECASE)
+_STATES_A_RULE = re.compile(r"\b(?:only|must|requires?|required|policy)\b", re.IGNORECASE)  # explaining a rule offers nothing
+_REQUIRES = re.compile(r"\b(?:must|requires?|required|policy)\b", re.IGNORECASE)
+_TO_BE_SEEN = re.compile(r"\b(?:determine|check|once|only|outside|beyond)\b|\bpolic(?:y|ies) (?:states?|says?)\b", re.IGNORECASE)
+
+
+def _claims(conversation: Conversation, words: tuple[str, ...], pattern: re.Pattern,
+            hedges: re.Pattern | None = None) -> Iterator[tuple[int, str, str]]:
+    """(index, message, clause) for each agent clause that asserts `pattern`; only messages holding
+    one of `words` (lower case; every match of `pattern` holds one) are read."""
+    for index, text in conversation.texts("assistant"):
+        lowered = text.lower()
+        if any(word in lowered for word in words) and pattern.search(text):
+            for clause in assertions(text, hedges):
+                if pattern.search(clause):
+                    yield index, text, clause
+
+
+def _compensation_offers(conversation: Conversation) -> Iterator[Finding]:
+    """Offering a certificate or compensation before confirming the facts (no reservation read),
+    or to a user the policy gives none."""
+    for index, text in conversation.texts("assistant"):
+        if "$" not in text or not _OFFER.search(text):
+            continue
+        profile, read = user(conversation, index), reservations(conversation, index)
+        if not read:
+            yield Finding("precondition_verification", index, f"offers compensation before reading any reservation: {text}")
+        if profile is not None and not may_compensate(profile, read):
+            yield Finding("policy_compliance", index, f"offers compensation to a {profile.get('membership')} member with "
+                                                      f"no insurance or business cabin: {text}")
+        return
+
+
+def _unasked_compensation(conversation: Conversation) -> Iterator[Finding]:
+    """Raising compensation before the user asked for any."""
+    for index, text, clause in _claims(conversation, ("compensat",), _RAISES_COMPENSATION, _STATES_A_RULE):
+        if not _ASKED_FOR_COMPENSATION.search(conversation.user_text(index)):
+            yield Finding("policy_compliance", index, f"offers compensation the user did not ask for: {clause!r}")
+            return
+
+
+def _partial_cabin_offers(conversation: Conversation) -> Iterator[Finding]:
+    """Offering to change the cabin of some flights or passengers of a reservation only."""
+    for index, text, clause in _claims(conversation, ("only", "just", "while keeping"), _PARTIAL_CABIN, _REQUIRES):
+        yield Finding("policy_compliance", index, f"offers a cabin change for part of a reservation: {clause!r}")
+        return
+
+
+def _insurance_benefits(conversation: Conversation) -> Iterator[Finding]:
+    """Saying travel insurance covers something other than a cancellation for health or weather."""
+    for index, text, clause in _claims(conversation, ("insurance",), _INSURANCE_BENEFIT, _STATES_A_RULE):
+        yield Finding("policy_compliance", index, f"claims an insurance benefit the policy does not give: {clause!r}")
+        return
+
+
+def _refund_promises(conversation: Conversation) -> Iterator[Finding]:
+    """Promising a refund for cancelling a reservation the policy does not let the agent cancel
+    (the one reservation the clause or else the message names, else the last one read)."""
+    for index, text, clause in _claims(conversation, ("refund",), _REFUND_PROMISE, _TO_BE_SEEN):
+        read = reservations(conversation, index)
+        named = [r for r in read if mentions(clause, r.get("reservation_id"))] or [
+            r for r in read if mentions(text, r.get("reservation_id"))]
+        target = named[0] if len(named) == 1 else None if named else (read[-1] if read else None)
+        record = target and reservation(conversation, target.get("reservation_id"), None, first=True)
+        refused = record and cancellation_refused(conversation, record, index)
+        if refused:
+            yield Finding("policy_compliance", index, f"promises a refund the policy does not grant ({refused[0]}): {clause!r}")
+            return
+
+
+def _membership_claims(conversation: Conversation) -> Iterator[Finding]:
+    """Stating a membership level the user's profile contradicts."""
+    for index, text in conversation.texts("assistant"):
+        claim = "member" in text.lower() and _MEMBER_CLAIM.search(text)
+        profile = user(conversation, index) if claim else None
+        if profile is not None and claim and claim.group(1).lower() != str(profile.get("membership")).lower():
+            yield Finding("structured_data_reasoning", index, f"says {claim.group(0)!r}; the profile's membership is "
+                                                              f"{profile.get('membership')}: {text}")
+            return
+
+
+def _unread_reservation_claims(conversation: Conversation) -> Iterator[Finding]:
+    """Describing a reservation (route, dates) that was never read."""
+    known = {str(r) for _, obj in conversation.records("reservations") for r in listed(obj.get("reservations"))}
+    for index, text in conversation.texts("assistant"):
+        named = [rid for rid in sorted(known) if mentions(text, rid)]
+        if not named or not _ROUTE_OR_DATE.search(text):
+            continue
+        for rid in named:
+            if reservation(conversation, rid, index) is None:
+                yield Finding("structured_data_reasoning", index, f"describes reservation {rid} without having read it: {text}")
+                return
+
+
+RULES = (
+    ConversationRule("Only compensate if the user is a silver/gold member or has travel insurance or flies business.",
+                     _compensation_offers),
+    ConversationRule("Do not proactively offer a compensation unless the user explicitly asks for one.", _unasked_compensation),
+    ConversationRule("Cabin class must remain the same across all the flights in the same reservation; changing cabin for just "
+                     "one flight segment is not possible.", _partial_cabin_offers),
+    ConversationRule("The travel insurance is 30 dollars per passenger and enables full refund if the user needs to cancel the "
+                     "flight given health or weather reasons.", _insurance_benefits),
+    ConversationRule("Otherwise, flight can be cancelled if any of the following is true", _refund_promises),
+    ConversationRule("There are three membership levels", _membership_claims),
+    ConversationRule("If the user doesn't know their reservation id, the agent should help locate it using available tools.",
+                     _unread_reservation_claims),
+)

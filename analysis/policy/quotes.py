@@ -1,0 +1,61 @@
+"""Amounts the agent states as what a change costs or refunds, against what the system charged.
+
+A write's charge is read from the record it returns: the entries its `payment_history` gained over
+the same record as last read before the write (a new booking: all of them). An agent message that
+states a charge, refund or price difference ("the difference is $495", "refund: $1,515") is checked
+against the writes made between the agent's previous message and its next one, i.e. the writes it
+proposes or reports: when none of the stated amounts is any of their charges (their total, one
+payment of it, or that divided among up to `PER_PERSON` passengers), the agent told the user an
+amount the data did not support. Amounts are compared to the cent.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterator
+
+from tracegym.analysis.policy.conversation import Call, Conversation
+from tracegym.analysis.policy.domain import Domain, Finding
+
+PER_PERSON = 9  # a stated amount may be a charge divided among this many passengers at most
+_STATED = re.compile(r"\b(?:difference|charged?|charging|refund(?:ed)?|due(?! to)|additional|owe|pay|cost (?:of|for) "
+                     r"(?:the|these|this|your) (?:change|upgrade|modification)s?)\b[^$\n]{0,40}?\$\s?(\d[\d,]*(?:\.\d+)?)",
+                     re.IGNORECASE)
+
+
+def _history(value: Any) -> list | None:
+    history = value.get("payment_history") if isinstance(value, dict) else None
+    return history if isinstance(history, list) else None
+
+
+def charges(conversation: Conversation, domain: Domain, call: Call) -> set[float]:
+    """The amounts (absolute, in currency units) a successful write charged or refunded: each new
+    payment entry and their sum; empty when its result records no payments."""
+    after = _history(call.output)
+    key = next((k for k in domain.record_keys if k in (call.output or {})), None) if after is not None else None
+    if after is None:
+        return set()
+    before = conversation.record(key, call.output[key], call.index, with_key="payment_history") if key else None
+    new = after[len(_history(before) or []):]
+    amounts = [p["amount"] for p in new if isinstance(p, dict) and isinstance(p.get("amount"), (int, float))]
+    return {round(abs(a), 2) for a in amounts} | ({round(abs(sum(amounts)), 2)} if amounts else set())
+
+
+def misquoted_charges(conversation: Conversation, domain: Domain) -> Iterator[Finding]:
+    """Agent messages stating a charge or refund that none of the writes they propose or report made."""
+    writes = [c for c in conversation.agent_calls if domain.is_write(c.name) and not c.error]
+    texts = conversation.texts("assistant")
+    for position, (index, text) in enumerate(texts):
+        stated = {round(float(m.replace(",", "")), 2) for m in _STATED.findall(text)}
+        if not stated or not writes:
+            continue
+        low = texts[position - 1][0] if position else -1
+        high = texts[position + 1][0] if position + 1 < len(texts) else len(conversation.messages)
+        made = [c for c in writes if low < c.index < high]
+        charged = set().union(*(charges(conversation, domain, c) for c in made)) if made else set()
+        if charged and not any(abs(s - c / k) < 0.005 for s in stated for c in charged for k in range(1, PER_PERSON + 1)):
+            shown = ", ".join(f"${s:,.2f}" for s in sorted(stated))
+            yield Finding("structured_data_reasoning", index, f"states {shown}, but {', '.join(c.name for c in made)} "
+                                                              f"charged or refunded {', '.join(f'${c:,.2f}' for c in sorted(charged))}: "
+                                                              f"{text}")
+            return

@@ -1,0 +1,181 @@
+"""τ²-bench telecom policy as executable checks over the customer, line and bill records the tools showed.
+
+The line an agent works on must be the one with the phone number the user gave; bills are checked
+overdue before a payment request and paid before a suspension is lifted; refuels are at most 2 GB
+and their price is confirmed first. What the status outputs show (`telecom_state`) must be read
+right: a setting the agent calls fine while the last status read shows the guide's fault, or a
+line over its data limit never refuelled, is a data-reasoning finding. Each rule names the policy
+sentence it implements.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterator
+
+from tracegym.analysis.policy.conversation import Call, Conversation, assertions
+from tracegym.analysis.policy.domain import TRANSFER, ActionRule, ConversationRule, Domain, Finding
+from tracegym.analysis.policy.telecom_state import exceeded_lines, faults, statements
+
+PHONE = re.compile(r"\b\d{3}-\d{3}-\d{4}\b")
+LINE_WRITES = frozenset({"suspend_line", "resume_line", "enable_roaming", "disable_roaming", "refuel_data"})
+WRITES = LINE_WRITES | {"send_payment_request"}
+REFUEL_LIMIT_GB = 2
+PRICE_WORDS = ("$", "price", "cost", "costs", "charge", "charged", "fee", "per gb", "/gb")
+_RIGHT_LINE = "Apply the refueled data to the line associated with the phone number the user provided."
+_IS = r"(?: is| was| has been| are| were)(?: now| still| already)?"
+_ROAMING_ON = rf"\broaming{_IS} (?:enabled|on|active|turned on)\b"
+DENIALS = {  # fault (telecom_state) -> an agent's statement that it is absent
+    "data roaming off": re.compile(_ROAMING_ON, re.IGNORECASE),
+    "line roaming not enabled": re.compile(_ROAMING_ON, re.IGNORECASE),
+    "airplane mode on": re.compile(rf"\bairplane mode{_IS} (?:off|disabled|turned off)\b", re.IGNORECASE),
+    "mobile data off": re.compile(rf"\bmobile data{_IS} (?:enabled|on|turned on)\b|\bmobile data enabled\b", re.IGNORECASE),
+    "Wi-Fi Calling on": re.compile(rf"\bwi-?fi calling{_IS} (?:off|disabled|turned off)\b|\bwi-?fi calling off\b", re.IGNORECASE),
+    "MMSC URL not set": re.compile(rf"\b(?:correct|right|proper) APN\b|\bAPN(?: settings)?{_IS} (?:correct|fine|ok)\b", re.IGNORECASE),
+    "messaging permissions missing": re.compile(
+        rf"\b(?:right|correct|necessary|required|proper)(?: app)? permissions\b|\bpermissions{_IS} (?:correct|granted|fine|"
+        r"in place)\b|\ball (?:\w+ )?permissions\b", re.IGNORECASE),
+    "data limit exceeded": re.compile(r"\bha(?:s|ve) (?:\w+ ){0,2}data (?:available|left|remaining)\b|"
+                                      r"\bwithin (?:the |your )?(?:data )?(?:limit|allowance)\b", re.IGNORECASE),
+}
+_NOT_A_CLAIM = re.compile(r"\b(?:make sure|ensure|check|verify|please|once|when|after|until|will|would|let me know|"
+                          r"to (?:turn|toggle|switch|enable|disable|grant)|indicat\w*)\b|^\W*(?:\d+\.\s*)?\W*"
+                          r"(?:turn|toggle|switch|enable|disable|go|tap|open|set|reset|reboot|restart|grant|try|run)\b", re.IGNORECASE)
+
+
+def user_numbers(conversation: Conversation, before: int | None = None) -> set[str]:
+    return set(PHONE.findall(conversation.user_text(before)))
+
+
+def user_lines(conversation: Conversation) -> set[str]:
+    """The lines the task is about: those with a number the user gave (in a run with no user, the
+    number the agent looked the customer up by) and those the gold actions act on."""
+    numbers = user_numbers(conversation) or {str(c.arguments.get("phone_number")) for c in conversation.agent_calls
+                                             if c.name == "get_customer_by_phone"}
+    return ({line for line, number in line_numbers(conversation).items() if number in numbers}
+            | {str(a["arguments"]["line_id"]) for a in conversation.gold if a["arguments"].get("line_id")})
+
+
+def line_numbers(conversation: Conversation) -> dict[str, str]:
+    """{line id: phone number} from every line record the tools showed."""
+    return {str(obj["line_id"]): str(obj["phone_number"]) for _, obj in conversation.records("phone_number")
+            if "line_id" in obj}
+
+
+def _right_line(conversation: Conversation, name: str, arguments: dict, before: int) -> Iterator[Finding]:
+    numbers, wanted = line_numbers(conversation), user_numbers(conversation, before)
+    number = numbers.get(str(arguments.get("line_id")))
+    if wanted and number and number not in wanted:
+        yield Finding("tool_calling_precision", before, f"{name} on line {arguments.get('line_id')} ({number}); the user's "
+                                                        f"number is {', '.join(sorted(wanted))}")
+
+
+def _refuel_limit(conversation: Conversation, name: str, arguments: dict, before: int) -> Iterator[Finding]:
+    amount = arguments.get("gb_amount")
+    if isinstance(amount, (int, float)) and amount > REFUEL_LIMIT_GB:
+        yield Finding("policy_compliance", before, f"refuel_data of {amount} GB; at most {REFUEL_LIMIT_GB} GB")
+
+
+def _bills(conversation: Conversation, before: int) -> list[dict]:
+    return [obj for _, obj in conversation.records("bill_id", before) if "status" in obj]
+
+
+def _overdue_checked(conversation: Conversation, name: str, arguments: dict, before: int) -> Iterator[Finding]:
+    bill = [b for b in _bills(conversation, before) if str(b.get("bill_id")) == str(arguments.get("bill_id"))]
+    if not bill or str(bill[-1].get("status")).lower() != "overdue":
+        shown = bill[-1].get("status") if bill else "never read"
+        yield Finding("precondition_verification", before, f"send_payment_request({arguments.get('bill_id')}) without the "
+                                                           f"bill shown overdue (status: {shown})")
+
+
+def _resume_allowed(conversation: Conversation, name: str, arguments: dict, before: int) -> Iterator[Finding]:
+    line = conversation.record("line_id", arguments.get("line_id"), before, with_key="contract_end_date")
+    today = conversation.now
+    if line and today and str(line.get("contract_end_date")) < today.date().isoformat():
+        yield Finding("policy_compliance", before, f"resume_line({arguments.get('line_id')}): contract ended "
+                                                   f"{line.get('contract_end_date')}")
+    latest = {str(b.get("bill_id")): str(b.get("status")).lower() for b in _bills(conversation, before)}
+    unpaid = [bill for bill, status in latest.items() if status in ("overdue", "awaiting payment")]
+    if unpaid:
+        yield Finding("precondition_verification", before, f"resume_line({arguments.get('line_id')}) while bill "
+                                                           f"{unpaid[-1]} was last shown unpaid")
+
+
+def _wrong_line_read(conversation: Conversation) -> Iterator[Finding]:
+    """Telling the user about lines none of which has the number the user gave."""
+    numbers = line_numbers(conversation)
+    reads = [(c.index, numbers[str(c.arguments.get("line_id") or c.arguments.get("id"))]) for c in conversation.agent_calls
+             if str(c.arguments.get("line_id") or c.arguments.get("id")) in numbers and not c.error]
+    for index, text in conversation.texts("assistant"):
+        read = {number for at, number in reads if at < index}
+        wanted = user_numbers(conversation, index)
+        if read and wanted:
+            if not wanted & read:
+                yield Finding("structured_data_reasoning", index, f"read line(s) {', '.join(sorted(read))}, not the "
+                                                                  f"user's {', '.join(sorted(wanted))}, then says: {text}")
+            return
+
+
+def _denied_faults(conversation: Conversation) -> Iterator[Finding]:
+    """Telling the user (or the human agent taking over) that a setting is fine while the last
+    status output read shows the fault the troubleshooting guide names (instructions and questions
+    are not claims)."""
+    lines = user_lines(conversation)
+    for index, text in statements(conversation):
+        claims = assertions(text, _NOT_A_CLAIM)
+        present = faults(conversation, index, lines) if claims else {}
+        for fault, shown in present.items():
+            claim = next((s for s in claims if DENIALS[fault].search(s)), None)
+            if claim:
+                yield Finding("structured_data_reasoning", index, f"says {claim!r}, but the last status read shows "
+                                                                  f"{fault} ({shown})")
+                return
+
+
+def _exceeded_unaddressed(conversation: Conversation) -> Iterator[Finding]:
+    """A line of the user's over its data limit (its usage and its plan's limit read, or the gold
+    refuelling it after its usage was read) never refuelled: the usage shown was not acted on."""
+    lines = user_lines(conversation)
+    refuelled = {str(c.arguments.get("line_id")) for c in conversation.agent_calls if c.name == "refuel_data" and not c.error}
+    shown = exceeded_lines(conversation)
+    read = {line for line in lines if conversation.record("line_id", line, with_key="data_used_gb") is not None}
+    needed = {str(a["arguments"].get("line_id")) for a in conversation.gold if a["name"] == "refuel_data"}
+    for line in sorted(lines & read - refuelled):
+        if line in shown or line in needed:
+            ends = [c.index for c in conversation.agent_calls if c.name == TRANSFER] or [
+                i for i, _ in conversation.texts("assistant")[-1:]] or [conversation.last]
+            usage = shown.get(line) or f"usage {conversation.record('line_id', line, with_key='data_used_gb').get('data_used_gb')} GB"
+            yield Finding("structured_data_reasoning", ends[0], f"line {line} {usage} was read, yet the exceeded data "
+                                                                f"allowance was never addressed (no refuel)")
+            return
+
+
+def confirmation(call: Call, conversation: Conversation) -> list[tuple[Any, ...]] | None:
+    if call.name == "refuel_data":
+        return [(call.arguments.get("gb_amount"),), PRICE_WORDS]
+    return None
+
+
+DOMAIN = Domain(
+    name="telecom",
+    writes=WRITES,
+    record_keys=("customer_id", "line_id"),
+    confirmation=confirmation,
+    confirmation_policy="Confirm the price",
+    action_rules=(
+        ActionRule(_RIGHT_LINE, LINE_WRITES, _right_line),
+        ActionRule("The maximum amount of data that can be refueled is 2GB.", frozenset({"refuel_data"}), _refuel_limit),
+        ActionRule("You should always check that the bill is overdue before sending a payment request.",
+                   frozenset({"send_payment_request"}), _overdue_checked),
+        ActionRule("You are allowed to lift the suspension after the user has paid all their overdue bills.",
+                   frozenset({"resume_line"}), _resume_allowed),
+    ),
+    conversation_rules=(
+        ConversationRule(_RIGHT_LINE, _wrong_line_read),
+        ConversationRule("Shows airplane mode status, signal strength, network type, whether mobile data is enabled, and whether "
+                         "data roaming is enabled.", _denied_faults),
+        ConversationRule("If the user's data usage for a line exceeds the plan's data limit, data connectivity will be lost.",
+                         _exceeded_unaddressed),
+    ),
+    workflow=True,
+)

@@ -1,0 +1,232 @@
+"""Agreement of the diagnosis with labels from careful reading (labels/reference.json), per half.
+
+For the 129 labelled τ²-bench trajectories (labels/README.md), on one half of the seeded split
+(`--split test` by default; the labellers are tuned on `tune` only), optionally only those of one
+sampling round (`--round 1|2`: round 2 was drawn after round 1's tuning, so on the tune half the
+two rounds serve as a split for checking that rules found on one part hold on the other), prints:
+- Cohen's κ per capability between the labeller and the reference, 3-class (NA / PRESENT /
+  LACKING) and 2-class (LACKING vs not), pooled and per domain, with the 3-class confusion matrix;
+- agreement on failure source (agent / user_simulator / benchmark) over the failures, with κ;
+- whether the selected capability set equals the one the reference labels imply, per domain and
+  overall: both go through the same `selection.select` (N = K = 1), the reference counting only
+  the failures it attributes to the agent, as `diagnose` does by default.
+The labeller is the deterministic detectors, or the LLM judge with `--judge-url`. Message indices
+of evidence are those of the τ² Results `messages[]` (ingest keeps them one to one). Only
+aggregates are printed; `--items` lists per-trajectory disagreements and is refused on the test
+half, so that the detectors are never tuned to its items.
+
+    python benchmarks/diagnosis_agreement.py [--split tune|test] [--round 1|2] [--items] [--judge-url URL [--judge-runs N] ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from tracegym.analysis.catalogue import catalogue_for
+from tracegym.analysis.contrast import task_key
+from tracegym.analysis.diagnose import DiagnoseConfig, Diagnosis, diagnose
+from tracegym.analysis.ingest import ingest_paths
+from tracegym.analysis.judge import JudgeConfig, LLMJudge
+from tracegym.analysis.llm_client import OpenAIChatClient
+from tracegym.analysis.selection import Outcome, SelectionConfig, majority, select
+from tracegym.config import add_config_arguments, resolve_config
+from tracegym.schema import Evidence, Label, LabelValue, Trajectory
+
+REPO = Path(__file__).resolve().parents[1]
+REFERENCE = REPO / "labels" / "reference.json"
+SAMPLE = REPO / "labels" / "sample.json"  # the draw, with each round-2 entry marked "round": 2
+VALUES = ("NA", "PRESENT", "LACKING")
+SOURCES = ("agent", "user_simulator", "benchmark")
+GOAL = 0.6  # κ per capability and on failure source (issue 11)
+
+
+def data_root() -> Path:
+    return Path(os.environ.get("TRACEGYM_SHARED_DATA") or REPO.parent / "shared" / "data")
+
+
+def kappa(pairs: list[tuple[str, str]]) -> float | None:
+    """Cohen's κ of (reference, labeller) pairs; None when chance agreement is 1 (one class only)."""
+    if not pairs:
+        return None
+    total = len(pairs)
+    observed = sum(a == b for a, b in pairs) / total
+    first, second = Counter(a for a, _ in pairs), Counter(b for _, b in pairs)
+    expected = sum(first[c] * second[c] for c in first) / total**2
+    return None if expected == 1 else (observed - expected) / (1 - expected)
+
+
+def _fmt(value: float | None) -> str:
+    return "   –" if value is None else f"{value:+.2f}"
+
+
+@dataclass
+class Item:
+    """One labelled trajectory: its reference entry and the ingested trajectory."""
+
+    entry: dict
+    trajectory: Trajectory
+
+    @property
+    def domain(self) -> str:
+        return self.entry["run_file"].split("/")[0]
+
+
+def load_items(split: str, data: Path, round_: int | None = None) -> list[Item]:
+    """The reference entries of `split` (of sampling round `round_` only, when given), each joined
+    to its trajectory ingested from the run file."""
+    rounds = {(e["run_file"], e["sim_id"]): e.get("round", 1) for e in json.loads(SAMPLE.read_text(encoding="utf-8"))}
+    entries = [e for e in json.loads(REFERENCE.read_text(encoding="utf-8")) if e["split"] == split
+               and round_ in (None, rounds[(e["run_file"], e["sim_id"])])]
+    files = sorted({e["run_file"] for e in entries})
+    trajectories = {t.id: t for t in ingest_paths([data / "tau2" / "results" / f for f in files]).trajectories}
+    return [Item(e, trajectories[f"{Path(e['run_file']).stem}/{e['sim_id']}"]) for e in entries]
+
+
+def reference_labels(items: list[Item]) -> list[Label]:
+    """The reference as Label records (labeller "reference", run 0), evidence at the cited message."""
+    return [Label(trajectory_id=item.trajectory.id, capability=name, value=LabelValue(verdict["label"]),
+                  evidence=[Evidence(message_index=verdict["msg_idx"], quote=verdict["quote"] or "")],
+                  labeller="reference") for item in items for name, verdict in item.entry["labels"].items()]
+
+
+def reference_selection(items: list[Item]) -> list[str]:
+    """The capabilities the reference labels select, counting successes and agent-caused failures."""
+    outcomes = {i.trajectory.id: Outcome(task_key(i.trajectory), i.trajectory.success) for i in items
+                if i.trajectory.success or i.entry["failure_source"] == "agent"}
+    capabilities = catalogue_for({i.trajectory.source.benchmark for i in items})
+    return select(capabilities, reference_labels(items), outcomes, SelectionConfig(bootstrap=0)).selected
+
+
+def run_labeller(items: list[Item], judge: JudgeConfig) -> Diagnosis:
+    """`diagnose` over the items' trajectories (the judge's labels when `judge.url` is set)."""
+    trajectories = [i.trajectory for i in items]
+    inputs = sorted({Path(i.trajectory.source.file) for i in items})
+    config = DiagnoseConfig(selection=SelectionConfig(bootstrap=0), judge=judge)
+    labeller = LLMJudge(OpenAIChatClient(judge.url, judge.model), judge) if judge.url else None
+    return diagnose(trajectories, inputs, config, judge=labeller)
+
+
+def voted_values(diagnosis: Diagnosis) -> dict[tuple[str, str], Label]:
+    """The labeller's label per (trajectory, capability), by majority over its runs."""
+    return majority(diagnosis.labels)
+
+
+def capability_agreement(items: list[Item], voted: dict[tuple[str, str], Label], names: list[str]) -> list[str]:
+    """Lines of the κ table (pooled and per domain) and the pooled confusion matrices."""
+    domains = sorted({i.domain for i in items})
+    lines = [f"{'capability':<28} {'κ3':>6} {'κ2':>6}   " + "  ".join(f"{d + ' κ3':>12}" for d in domains)]
+    matrices = []
+    for name in names:
+        pairs = {d: [] for d in domains}
+        for item in items:
+            label = voted.get((item.trajectory.id, name))
+            pairs[item.domain].append((item.entry["labels"][name]["label"], label.value.value if label else "NA"))
+        pooled = [p for d in domains for p in pairs[d]]
+        binary = [(a == "LACKING", b == "LACKING") for a, b in pooled]
+        lines.append(f"{name:<28} {_fmt(kappa(pooled)):>6} {_fmt(kappa(binary)):>6}   "
+                     + "  ".join(f"{_fmt(kappa(pairs[d])):>12}" for d in domains))
+        counts = Counter(pooled)
+        matrices.append(f"  {name}: reference rows NA/PRESENT/LACKING, labeller columns: "
+                        + " | ".join(" ".join(f"{counts[(a, b)]:>2}" for b in VALUES) for a in VALUES))
+    return lines + ["confusion matrices (3-class, pooled):"] + matrices
+
+
+def evidence_located(items: list[Item], voted: dict[tuple[str, str], Label], names: list[str]) -> tuple[int, int]:
+    """(LACKING agreements whose evidence cites the reader's message, LACKING agreements with a cited message)."""
+    hits = total = 0
+    for item in items:
+        for name in names:
+            reference, label = item.entry["labels"][name], voted.get((item.trajectory.id, name))
+            if reference["label"] == "LACKING" and reference["msg_idx"] is not None and label and label.value == LabelValue.LACKING:
+                total += 1
+                hits += reference["msg_idx"] in {e.message_index for e in label.evidence}
+    return hits, total
+
+
+def source_agreement(items: list[Item], diagnosis: Diagnosis) -> list[str]:
+    pairs = [(i.entry["failure_source"], diagnosis.sources[i.trajectory.id].source) for i in items
+             if not i.trajectory.success and i.entry["failure_source"]]
+    counts = Counter(pairs)
+    agreed = sum(a == b for a, b in pairs)
+    return [f"failure source: {agreed}/{len(pairs)} agree, κ {_fmt(kappa(pairs))}; reference rows "
+            f"{'/'.join(SOURCES)}, labeller columns: "
+            + " | ".join(" ".join(f"{counts[(a, b)]:>2}" for b in SOURCES) for a in SOURCES)]
+
+
+def selection_agreement(items: list[Item], judge: JudgeConfig) -> tuple[list[str], bool]:
+    lines, all_match = [], True
+    groups = {d: [i for i in items if i.domain == d] for d in sorted({i.domain for i in items})}
+    for name, members in [*groups.items(), ("overall", items)]:
+        labeller = run_labeller(members, judge).report.selected
+        reference = reference_selection(members)
+        match = sorted(labeller) == sorted(reference)
+        all_match &= match
+        lines.append(f"selection {name:<8} {'same' if match else 'DIFFERENT'}: labeller {sorted(labeller)}, "
+                     f"reference {sorted(reference)}")
+    return lines, all_match
+
+
+def item_lines(items: list[Item], diagnosis: Diagnosis, voted: dict[tuple[str, str], Label], names: list[str]) -> list[str]:
+    """Per-trajectory disagreements with the labeller's first evidence (tune half only)."""
+    lines = []
+    for number, item in enumerate(items):
+        tid = item.trajectory.id
+        source = diagnosis.sources.get(tid)
+        head = f"[{number}] {tid} task {item.trajectory.task_id} reward {item.trajectory.reward}"
+        if source and item.entry["failure_source"] and source.source != item.entry["failure_source"]:
+            lines.append(f"{head} SOURCE reference {item.entry['failure_source']} labeller {source.source}: {source.reason}")
+        for name in names:
+            label = voted.get((tid, name))
+            reference = item.entry["labels"][name]["label"]
+            if label and label.value.value != reference:
+                shown = label.evidence[0] if label.evidence else None
+                lines.append(f"{head} {name}: reference {reference} labeller {label.value.value}"
+                             + (f" [msg {shown.message_index}] {shown.quote[:160]}" if shown else ""))
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--split", choices=("tune", "test"), default="test", help="half of the reference (default test)")
+    parser.add_argument("--round", type=int, choices=(1, 2), dest="round_", help="only the trajectories of this sampling round")
+    parser.add_argument("--items", action="store_true", help="list per-trajectory disagreements (tune half only)")
+    add_config_arguments(parser, JudgeConfig)
+    args = parser.parse_args(argv)
+    judge = resolve_config(JudgeConfig, args)
+    if args.items and args.split != "tune":
+        parser.error("--items is for the tune half only: the test half is read through aggregates")
+    data = data_root()
+    if not (data / "tau2" / "results").is_dir():
+        print(f"skipped: {data / 'tau2' / 'results'} is absent (set TRACEGYM_SHARED_DATA)")
+        return 0
+    items = load_items(args.split, data, args.round_)
+    diagnosis = run_labeller(items, judge)
+    voted = voted_values(diagnosis)
+    names = list(items[0].entry["labels"])
+    failures = sum(not i.trajectory.success for i in items)
+    part = f" (round {args.round_})" if args.round_ else ""
+    print(f"{args.split} half{part}: {len(items)} trajectories ({failures} failures), labeller "
+          f"{diagnosis.report.params.get('labeller')}")
+    for line in capability_agreement(items, voted, names):
+        print(line)
+    hits, total = evidence_located(items, voted, names)
+    print(f"evidence at the reader's message: {hits}/{total} LACKING agreements")
+    for line in source_agreement(items, diagnosis):
+        print(line)
+    lines, _ = selection_agreement(items, judge)
+    for line in lines:
+        print(line)
+    if args.items:
+        for line in item_lines(items, diagnosis, voted, names):
+            print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""Batched generation for the server: a bounded queue and one worker thread that owns the model.
+
+Requests wait in a queue of at most `max_queue` (a full queue refuses at once: the server answers
+503). The worker takes the oldest request and every queued request with the same sampling
+settings (greedy, or the same temperature and top_p), up to `max_batch_size`, waiting up to
+`batch_wait_s` for more to arrive, and generates them in one left-padded `generate` call (KV
+cache). Rows may use different routes: each row's slot is forced (a single adapter, the base,
+the task router's choice) or left to the gates (`MixtureRouter.routing_rows`). Each row stops by
+itself (end of turn, its own max_tokens, its stop strings, or its client gone); every sampled
+token is handed to the request's `TokenSink` as it is produced, so replies stream.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Protocol, Sequence
+
+import torch
+from torch import nn
+from transformers import PreTrainedTokenizerBase, StoppingCriteria, StoppingCriteriaList
+
+from tracegym.moe_router.mixture import MixtureRouter
+
+logger = logging.getLogger(__name__)
+GATED = -1  # a row the gates route
+
+
+class TokenSink(Protocol):
+    """Where a request's tokens go (called from the worker thread)."""
+
+    def token(self, token_id: int) -> None: ...
+
+    def end(self, finish_reason: str) -> None: ...
+
+    def error(self, message: str) -> None: ...
+
+
+class QueueFull(Exception):
+    """The engine's queue is at capacity."""
+
+
+@dataclass
+class GenerationRequest:
+    """One prompt to complete. `slot`: forced slot, `GATED` for the gates, or None to ask
+    `choose_slot` (the task router) in the worker. `stops`: strings that end the reply."""
+
+    prompt: list[int]
+    max_new_tokens: int
+    temperature: float
+    top_p: float
+    sink: TokenSink
+    slot: int | None = GATED
+    task: str | None = None
+    stops: tuple[str, ...] = ()
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def sampling_key(self) -> tuple[float, float]:
+        return (0.0, 1.0) if self.temperature == 0 else (self.temperature, self.top_p)
+
+
+class _RowStopper(StoppingCriteria):
+    """Per-row bookkeeping after each sampled token: hand it to the row's sink, decide whether the
+    row is done (end of turn, max tokens, stop string, cancelled)."""
+
+    def __init__(self, requests: Sequence[GenerationRequest], tokenizer: PreTrainedTokenizerBase) -> None:
+        self.requests, self.tokenizer, self.eos = requests, tokenizer, tokenizer.eos_token_id
+        self.generated: list[list[int]] = [[] for _ in requests]
+        self.finish: list[str | None] = [None] * len(requests)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: object) -> torch.BoolTensor:
+        last = input_ids[:, -1].tolist()
+        for row, request in enumerate(self.requests):
+            if self.finish[row] is not None:
+                continue
+            if request.cancelled.is_set():
+                self.finish[row] = "cancelled"
+                continue
+            if last[row] == self.eos:
+                self._end(row, "stop")
+                continue
+            self.generated[row].append(last[row])
+            request.sink.token(last[row])
+            if request.stops and any(stop in self.tokenizer.decode(self.generated[row]) for stop in request.stops):
+                self._end(row, "stop")
+            elif len(self.generated[row]) >= request.max_new_tokens:
+                self._end(row, "length")
+        return torch.tensor([f is not None for f in self.finish], device=input_ids.device)
+
+    def _end(self, row: int, reason: str) -> None:
+        self.finish[row] = reason
+        self.requests[row].sink.end(reason)
+
+
+class Engine:
+    """The queue and the worker thread; `submit` from any thread, `start` / `stop` once."""
+
+    def __init__(
+        self, model: nn.Module, tokenizer: PreTrainedTokenizerBase, router: MixtureRouter,
+        choose_slot: Callable[[str], int], max_batch_size: int = 8, max_queue: int = 64, batch_wait_s: float = 0.005,
+    ) -> None:
+        self.model, self.tokenizer, self.router, self.choose_slot = model, tokenizer, router, choose_slot
+        self.max_batch_size, self.max_queue, self.batch_wait_s = max_batch_size, max_queue, batch_wait_s
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self._queue: collections.deque[GenerationRequest] = collections.deque()
+        self._ready = threading.Condition()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._work, name="tracegym-engine", daemon=True)
+        self.batches = 0
+        self.batched_rows = 0
+
+    @property
+    def queued(self) -> int:
+        return len(self._queue)
+
+    def submit(self, request: GenerationRequest) -> None:
+        """Queue `request`; raises QueueFull when `max_queue` requests are already waiting."""
+        with self._ready:
+            if len(self._queue) >= self.max_queue:
+                raise QueueFull(f"{self.max_queue} requests already waiting")
+            self._queue.append(request)
+            self._ready.notify()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Finish the batch in progress, fail what still waits, and end the worker."""
+        with self._ready:
+            self._stopping = True
+            self._ready.notify()
+        self._thread.join(timeout)
+        while self._queue:
+            self._queue.popleft().sink.error("server shutting down")
+
+    def _take_batch(self) -> list[GenerationRequest] | None:
+        with self._ready:
+            while not self._queue and not self._stopping:
+                self._ready.wait()
+            if self._stopping:
+                return None
+            deadline = time.monotonic() + self.batch_wait_s
+            while len(self._queue) < self.max_batch_size and (left := deadline - time.monotonic()) > 0:
+                self._ready.wait(left)
+            key = self._queue[0].sampling_key
+            batch = [r for r in self._queue if r.sampling_key == key][: self.max_batch_size]
+            for request in batch:
+                self._queue.remove(request)
+            return batch
+
+    def _work(self) -> None:
+        while (batch := self._take_batch()) is not None:
+            live = [r for r in batch if not r.cancelled.is_set()]
+            try:
+                if live:
+                    self._generate(live)
+            except Exception as error:  # one bad batch must not stop the server
+                logger.exception("generation failed")
+                for request in live:
+                    request.sink.error(f"generation failed: {type(error).__name__}: {error}")
+
+    @torch.no_grad()
+    def _generate(self, batch: list[GenerationRequest]) -> None:
+        for request in batch:
+            if request.slot is None:
+                request.slot = self.choose_slot(request.task or "")
+        padded = self.tokenizer.pad({"input_ids": [r.prompt for r in batch]}, padding=True, padding_side="left",
+                                    return_tensors="pt")
+        device = next(self.model.parameters()).device
+        stopper = _RowStopper(batch, self.tokenizer)
+        temperature, top_p = batch[0].sampling_key
+        sampling = temperature > 0
+        with self.router.routing_rows([r.slot for r in batch]):
+            self.model.generate(
+                input_ids=padded["input_ids"].to(device), attention_mask=padded["attention_mask"].to(device),
+                max_new_tokens=max(r.max_new_tokens for r in batch), do_sample=sampling,
+                temperature=temperature if sampling else None, top_p=top_p if sampling else None, top_k=None,
+                pad_token_id=self.pad_id, eos_token_id=self.tokenizer.eos_token_id,
+                stopping_criteria=StoppingCriteriaList([stopper]),
+            )
+        for row, request in enumerate(batch):
+            if stopper.finish[row] is None:  # generate ended first (cannot happen past max_new_tokens)
+                request.sink.end("length")
+        self.batches += 1
+        self.batched_rows += len(batch)

@@ -1,0 +1,48 @@
+"""Adapters and a routed folder on the tiny model, shared by the moe_router and server tests.
+
+The adapters are random LoRAs (B not zero, so each changes the model) with the artifact.json
+`tracegym train` writes: capability, base model "tiny", and the environment they stand for.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from peft import LoraConfig, get_peft_model
+
+from tracegym.adapters.lora import LORA_TARGETS
+from tracegym.models import tiny_model
+from tracegym.moe_router.configs import RouterTrainingConfig
+from tracegym.moe_router.route import build_router
+from tracegym.schema import AdapterArtifact, EnvSpec
+
+FAMILIES = ("tool_calling_precision", "precondition_verification")
+SMALL = RouterTrainingConfig(train_dialogues=3, heldout_dialogues=2, max_tokens=1024, tokens_per_slot=256, steps=60)
+
+
+def make_adapter(folder: Path, family: str, seed: int, rank: int = 4) -> Path:
+    """A PEFT folder of a random rank-`rank` LoRA on the tiny model, with its artifact.json."""
+    base = tiny_model()[0]  # (seeds torch itself)
+    torch.manual_seed(seed)
+    config = LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=list(LORA_TARGETS), init_lora_weights=False)
+    get_peft_model(base, config).save_pretrained(str(folder))
+    artifact = AdapterArtifact(capability=family, path=str(folder), base_model="tiny",
+                               env_spec=EnvSpec(capability=family, family=family), credit="trace")
+    (folder / "artifact.json").write_text(artifact.model_dump_json())
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_adapters(tmp_path_factory) -> list[Path]:
+    root = tmp_path_factory.mktemp("tiny_adapters")
+    return [make_adapter(root / family, family, seed) for seed, family in enumerate(FAMILIES)]
+
+
+@pytest.fixture(scope="session")
+def routed_folder(tmp_path_factory, tiny_adapters) -> Path:
+    """`tracegym route`'s folder for the two tiny adapters (small router training)."""
+    out = tmp_path_factory.mktemp("routed") / "router"
+    build_router(tiny_adapters, out, SMALL)
+    return out

@@ -1,0 +1,91 @@
+"""What the agent says, checked against the records and the policy: amounts it states, settings it
+calls fine, offers and promises the policy does not support (airline), on hand-built runs."""
+
+from __future__ import annotations
+
+from tracegym.schema import LabelValue
+
+from tau_runs import USER, L, P, Run, booking, values
+
+OLD = {"created": "2024-05-01T10:00:00"}  # booked over 24 hours before the policy's "now"
+
+
+def test_a_charge_stated_that_the_write_did_not_make_is_data_reasoning() -> None:
+    paid = [{"payment_id": "credit_card_1", "amount": 200}]
+
+    def upgraded(said: str, charged: float) -> LabelValue:
+        record = {**booking("ABC123"), "payment_history": paid}
+        run = (Run().user("Upgrade ABC123 to business please.").call("get_user_details", USER, user_id="ana_1")
+               .call("get_reservation_details", record, reservation_id="ABC123")
+               .say(f"Upgrading ABC123 to business: {said}, charged to your visa 4321. Proceed?").user("yes")
+               .call("update_reservation_flights", {**record, "cabin": "business", "payment_history": paid + [
+                   {"payment_id": "credit_card_1", "amount": charged}]}, reservation_id="ABC123", cabin="business",
+                     flights=[{"flight_number": "HAT001", "date": "2024-05-20"}], payment_id="credit_card_1"))
+        return values(run.trajectory([], [], success=True))["structured_data_reasoning"]
+
+    assert upgraded("the fare difference is $150", 150) == P
+    assert upgraded("the fare difference is $75 per passenger", 150) == P  # a share of the charge
+    assert upgraded("the fare difference is $120", 150) == L
+    assert upgraded("the business fare is $350", 150) == P  # a fare, not a charge: nothing stated to compare
+
+
+
+def test_a_telecom_status_read_wrongly_is_data_reasoning() -> None:
+    line = {"line_id": "L2", "phone_number": "555-123-2002", "plan_id": "P2", "data_used_gb": 15.1, "data_refueling_gb": 0.0,
+            "roaming_enabled": True}
+    plan = {"plan_id": "P2", "data_limit_gb": 15.0, "data_refueling_price_per_gb": 2.0}
+
+    def run(status: str, summary: str, refuel: bool = False, said: str = "Please make sure roaming is on.") -> dict[str, LabelValue]:
+        steps = (Run("telecom", policy="").user("MMS fails abroad, my number is 555-123-2002.")
+                 .call("get_details_by_id", line, id="L2").call("get_details_by_id", plan, id="P2")
+                 .call("check_network_status", f"Airplane Mode: OFF\nData Roaming Enabled: {status}").say(said))
+        if refuel:
+            steps.call("refuel_data", {**line, "data_refueling_gb": 2.0}, customer_id="C1", line_id="L2", gb_amount=2.0)
+        steps.call("transfer_to_human_agents", "Transfer successful", summary=summary)
+        return values(steps.trajectory([], [], success=False))
+
+    assert run("No", "MMS fails; roaming is enabled and the APN was reset.", refuel=True)["structured_data_reasoning"] == L
+    assert run("Yes", "MMS fails; roaming is enabled and the APN was reset.", refuel=True)["structured_data_reasoning"] == P
+    assert run("No", "MMS fails; the APN was reset.", refuel=True)["structured_data_reasoning"] == P  # an instruction is no claim
+    assert run("Yes", "MMS fails; the APN was reset.")["structured_data_reasoning"] == L  # 15.1 GB of 15 GB, never refuelled
+
+
+def said(text: str, user: str = "I want to cancel ABC123, my plans changed.", **record) -> dict[str, LabelValue]:
+    """Values of a run where the agent reads ABC123 (`record` overrides) and then says `text`."""
+    run = (Run().user(user).call("get_user_details", USER, user_id="ana_1")
+           .call("get_reservation_details", booking("ABC123", **record), reservation_id="ABC123").say(text))
+    return values(run.trajectory([], [], success=True))
+
+
+def test_a_refund_the_policy_does_not_grant_promised_is_policy_compliance() -> None:
+    assert said("As a silver member, you are eligible for a full refund for ABC123.", **OLD)["policy_compliance"] == L
+    assert said("ABC123 is not eligible for a refund: it was booked over 24 hours ago.", **OLD)["policy_compliance"] == P
+    assert said("Your insurance covers illness, so you are eligible for a full refund.", user="Cancel ABC123, I am sick.",
+                insurance="yes", **OLD)["policy_compliance"] == P  # the policy grants this one
+    assert said("It was booked today, so you are eligible for a full refund.")["policy_compliance"] == P
+
+
+def test_offers_the_policy_forbids_are_policy_compliance() -> None:
+    assert said("I can upgrade only the outbound flight to business for $120.")["policy_compliance"] == L
+    assert said("Upgrading only the outbound flight to business is not possible.")["policy_compliance"] == P
+    assert said("Good news: your travel insurance covers the fare difference.")["policy_compliance"] == L
+    assert said("Travel insurance only covers cancellations for health or weather reasons.")["policy_compliance"] == P
+    complaint = "My flight ABC123 was delayed and I am upset."
+    assert said("I can offer compensation for the delay.", user=complaint)["policy_compliance"] == L
+    assert said("I can offer compensation for the delay.", user=complaint + " I want compensation.")["policy_compliance"] == P
+
+
+def test_a_delay_certificate_needs_a_changed_or_cancelled_reservation() -> None:
+    silver = {**USER, "membership": "silver"}
+
+    def certificate(cancel_first: bool) -> LabelValue:
+        run = (Run().user("My flight was delayed and I want to cancel ABC123. Can I get compensation?")
+               .call("get_user_details", silver, user_id="ana_1")
+               .call("get_reservation_details", booking("ABC123"), reservation_id="ABC123"))
+        if cancel_first:
+            run.say("Cancel ABC123, booked today, for a full refund?").user("yes").call(
+                "cancel_reservation", booking("ABC123"), reservation_id="ABC123")
+        run.call("send_certificate", "Certificate sent", user_id="ana_1", amount=50)
+        return values(run.trajectory([], [], success=True))["policy_compliance"]
+
+    assert certificate(cancel_first=False) == L and certificate(cancel_first=True) == P
