@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import __future__
 import ast
+import re
 import subprocess
 import sys
 import types
@@ -72,7 +73,9 @@ def baseline_trainer(trainer_class: type) -> type:
     import numpy as np
     import torch
 
-    tree = ast.parse(old_source("adapters/grpo.py"))
+    # BASELINE read the sampling temperature from GRPOConfig; today it is the trainer's RolloutConfig
+    source = re.sub(r"(self\.)?config\.temperature", "self.rollout_config.temperature", old_source("adapters/grpo.py"))
+    tree = ast.parse(source)
     old_class = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "GRPOTrainer")
     methods = [node for node in old_class.body if isinstance(node, ast.FunctionDef) and node.name in _UPDATE_METHODS]
     policy_loss = old_module("adapters/policy_loss.py")

@@ -28,8 +28,10 @@ from four_turn_env import four_turn_env
 from timing import Clock, speedup_line
 
 from tracegym.adapters import grpo
-from tracegym.adapters.grpo import GRPOConfig, GRPOTrainer, varied_groups
+from tracegym.adapters.config import CreditConfig, GRPOConfig
+from tracegym.adapters.grpo import GRPOTrainer, varied_groups
 from tracegym.adapters.lora import attach_lora
+from tracegym.config import RolloutConfig
 from tracegym.generation import SamplingConfig
 from tracegym.models import load_model
 from tracegym.rollout import Episode
@@ -81,15 +83,16 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     group, new_tokens, rounds = (4, 16, 1) if args.quick else (8, 128, args.rounds)
-    config = GRPOConfig(steps=rounds, groups_per_step=1, group_size=group, max_new_tokens=new_tokens, micro_batch_size=4,
-                        hint_fraction=0.25, temperature=1.0, credit="trace", lora_rank=16)
+    config = GRPOConfig(steps=rounds, groups_per_step=1, group_size=group, micro_batch_size=4, hint_fraction=0.25,
+                        credit=CreditConfig(credit="trace"), lora_rank=16, max_redraws=0)
+    rollout = RolloutConfig(temperature=1.0, max_new_tokens=new_tokens)
     # the untrained model rambles until the token budget, which would end episodes after one turn
     grpo.SamplingConfig = functools.partial(SamplingConfig, stop=STOP)  # type: ignore[attr-defined]
     out = tempfile.mkdtemp(prefix="grpo_step_")
     trainers = {}
     for name, cls in (("new", GRPOTrainer), ("old", baseline_trainer(GRPOTrainer))):
         model, tokenizer = load_model()
-        trainers[name] = cls(attach_lora(model, rank=config.lora_rank), tokenizer, four_turn_env, config, f"{out}/{name}")
+        trainers[name] = cls(attach_lora(model, rank=config.lora_rank), tokenizer, four_turn_env, config, rollout, f"{out}/{name}")
     seconds: dict[str, dict[str, float]] = {"new": {}, "old": {}}
     played: list[list[Episode]] = [[]]
     timed(trainers["new"], seconds["new"], played)
@@ -99,7 +102,7 @@ def main() -> None:
     for step in range(rounds):  # alternate, keep the best of each: load on the machine hits both alike
         with clocks["new"]:
             record = trainers["new"].train_step()
-        params = SamplingConfig(max_new_tokens=new_tokens, temperature=config.temperature, seed=step, stop=STOP)
+        params = SamplingConfig(max_new_tokens=new_tokens, temperature=rollout.temperature, seed=step, stop=STOP)
         with clocks["old"]:
             baseline_step(trainers["old"], played[0], params, seconds["old"])
         for name in trainers:
