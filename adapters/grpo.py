@@ -13,10 +13,13 @@ LoRA weights, gradient clipping, exact-resume checkpoints, and `accelerate` for 
 
 One step: take `groups_per_step` training seeds; roll out `group_size` episodes per seed (the first
 round(hint_fraction · group_size) hinted; turn t of rollout r of seed s samples with
-sampling_seed(seed, step, s, r, t), independent of what else is in the batch); drop groups whose
-rewards are all equal; compute per-token advantages; then `mini_batches` AdamW steps on the clipped
-surrogate, token-mean over the mini-batch's sampled tokens. Each group is trained on its hint-free
-prompt encoded once, its continuations attending to it (tracegym.adapters.policy_loss).
+sampling_seed(seed, step, s, r, t), independent of what else is in the batch); drop flat groups
+(rewards all equal: no advantage) and, up to `max_redraws` extra rounds, roll out as many fresh
+training seeds in their place (the log records flat and redrawn groups); compute per-token
+advantages; then up to `mini_batches` AdamW steps on the clipped surrogate, each on whole groups
+(group g in step g mod mini_batches: a group's outcome advantages, which sum to zero, are never
+split across steps), token-mean over the step's sampled tokens. Each group is trained on its
+hint-free prompt encoded once, its continuations attending to it (tracegym.adapters.policy_loss).
 
 The ratio's denominator. With `mini_batches` = 1 every batch is used once, before any update: the
 "old" policy is the current one, so old = new.detach() (ratio exactly 1, clipping inert, gradient
@@ -102,12 +105,36 @@ class GRPOTrainer:
 
     # -- one step ----------------------------------------------------------------------------
 
-    def _step_seeds(self) -> list[int]:
-        """This step's seeds for this process (each process takes every num_processes-th group)."""
-        seeds = [self.train_lo + (self.cursor + i) % self.seed_span for i in range(self.config.groups_per_step)]
-        self.cursor = (self.cursor + self.config.groups_per_step) % self.seed_span
+    def _draw_seeds(self, groups: int) -> list[int]:
+        """The next `groups` training seeds per process from the shared cursor; this process's share
+        (every num_processes-th seed), so processes never train on the same seed."""
         acc = self.accelerator
+        total = groups * acc.num_processes
+        seeds = [self.train_lo + (self.cursor + i) % self.seed_span for i in range(total)]
+        self.cursor = (self.cursor + total) % self.seed_span
         return seeds[acc.process_index :: acc.num_processes]
+
+    def _step_seeds(self) -> list[int]:
+        """This step's seeds for this process."""
+        return self._draw_seeds(self.config.groups_per_step // self.accelerator.num_processes)
+
+    def _varied_rollouts(self, seeds: list[int]) -> tuple[list[Episode], list[Episode], int]:
+        """(episodes of `seeds`, the kept episodes, groups redrawn): flat groups of `seeds` replaced
+        by groups of fresh seeds, up to `max_redraws` rounds (every process joins each round)."""
+        size, acc = self.config.group_size, self.accelerator
+        episodes = self.rollouts(seeds)
+        kept = [e for group in varied_groups(episodes, size) for e in group]
+        redrawn = 0
+        for _ in range(self.config.max_redraws):
+            missing = len(seeds) - len(kept) // size
+            most = int(acc.gather(torch.tensor([missing], device=acc.device)).max())
+            if not most:
+                break
+            fresh = self._draw_seeds(most)[:missing]
+            if fresh:
+                kept += [e for group in varied_groups(self.rollouts(fresh), size) for e in group]
+                redrawn += len(fresh)
+        return episodes, kept, redrawn
 
     def rollouts(self, seeds: list[int]) -> list[Episode]:
         """Sample `group_size` episodes per seed; this step's sampling seed is
@@ -132,13 +159,16 @@ class GRPOTrainer:
             ell = reference_scores(self.policy, self.tokenizer, episodes, gold)
         return episode_advantages(episodes, ell, self.config.credit)
 
-    def _micro_batches(self, episodes: list[Episode], advantages: torch.Tensor) -> list[list[GroupBatch]]:
-        """The episodes of each of the `mini_batches` optimizer steps (episode i in mini-batch
-        i mod mini_batches), grouped by training prompt and cut into micro-batches."""
-        count = self.config.mini_batches
+    def _micro_batches(self, episodes: list[Episode] | None, advantages: torch.Tensor | None) -> list[list[GroupBatch]]:
+        """The micro-batches of each optimizer step: the episodes grouped by training prompt (a GRPO
+        group), group g in step g mod S, S = min(mini_batches, most groups on any process), each
+        group cut into micro-batches. A process with fewer groups gets empty steps."""
+        groups = group_batches(episodes, advantages, self.pad_id) if episodes else []
+        acc = self.accelerator
+        most = int(acc.gather(torch.tensor([len(groups)], device=acc.device)).max())
+        count = max(1, min(self.config.mini_batches, most))
         return [
-            [piece for group in group_batches(episodes[part::count], advantages[part::count], self.pad_id)
-             for piece in group.split(self.config.micro_batch_size)]
+            [piece for group in groups[part::count] for piece in group.split(self.config.micro_batch_size)]
             for part in range(count)
         ]
 
@@ -149,13 +179,13 @@ class GRPOTrainer:
         return [token_logprobs(self.model, micro.to(device), temperature).cpu() for micro in micro_batches]
 
     def update(self, episodes: list[Episode] | None, advantages: torch.Tensor | None = None) -> dict[str, float]:
-        """`mini_batches` AdamW steps on the clipped surrogate over `episodes` with their (B, T)
-        per-token `advantages`; a process without episodes still joins the gradient all-reduce with a
-        zero loss."""
+        """AdamW steps on the clipped surrogate over `episodes` with their (B, T) per-token
+        `advantages`, whole groups per step (_micro_batches); a process without episodes still joins
+        the gradient all-reduce with a zero loss."""
         config, acc = self.config, self.accelerator
-        parts = self._micro_batches(episodes, advantages) if episodes else [[] for _ in range(config.mini_batches)]
+        parts = self._micro_batches(episodes, advantages)
         self.model.train()
-        olds = [self._old_logprobs(part) for part in parts] if config.mini_batches > 1 else None
+        olds = [self._old_logprobs(part) for part in parts] if len(parts) > 1 else None
         losses, clipped, tokens_seen = [], 0.0, 0.0
         for index, part in enumerate(parts):
             self.optimizer.zero_grad(set_to_none=True)
@@ -183,6 +213,7 @@ class GRPOTrainer:
             "loss": float(np.mean(losses)) if losses else None,
             "clip_fraction": clipped / tokens_seen if tokens_seen else 0.0,
             "train_tokens": tokens_seen,
+            "optimizer_steps": len(parts),
         }
 
     def train_step(self) -> dict[str, Any]:
@@ -190,11 +221,12 @@ class GRPOTrainer:
         started = time.perf_counter()
         acc = self.accelerator
         seeds = self._step_seeds()
-        episodes = self.rollouts(seeds)
-        kept = [e for g in varied_groups(episodes, self.config.group_size) for e in g]
+        episodes, kept, redrawn = self._varied_rollouts(seeds)
+        groups = acc.gather(torch.tensor(
+            [len(kept) // self.config.group_size, redrawn, len(seeds) + redrawn], device=acc.device)).reshape(-1, 3).sum(0)
         rewards = acc.gather(torch.tensor([e.reward for e in episodes], dtype=torch.float64, device=acc.device)).cpu()
         plain = acc.gather(torch.tensor([e.reward for e in episodes if not e.hinted] or [float("nan")], dtype=torch.float64, device=acc.device)).cpu()
-        kept_groups = int(acc.gather(torch.tensor([len(kept) // self.config.group_size], device=acc.device)).sum())
+        kept_groups, redrawn_groups, drawn_groups = (int(n) for n in groups)
         record: dict[str, Any] = {
             "step": self.step + 1,
             "reward_mean": rewards.mean().item(),
@@ -202,12 +234,17 @@ class GRPOTrainer:
             "reward_unhinted_mean": plain[~plain.isnan()].mean().item() if (~plain.isnan()).any() else None,
             "groups": self.config.groups_per_step,
             "kept_groups": kept_groups,
+            "redrawn_groups": redrawn_groups,
+            "flat_groups": drawn_groups - kept_groups,
+            "rollouts": drawn_groups * self.config.group_size,
             "loss": None,
             "clip_fraction": 0.0,
             "train_tokens": 0.0,
         }
         if kept_groups:
             record.update(self.update(kept, self.advantages(kept) if kept else None))
+        else:
+            record["optimizer_steps"] = 0
         self.step += 1
         record["step_seconds"] = time.perf_counter() - started
         return record

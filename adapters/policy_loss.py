@@ -107,9 +107,11 @@ def clipped_surrogate(
     epsilon_high: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Sum over masked tokens of −min(ρA, clip(ρ, 1−ε_low, 1+ε_high)A), ρ = exp(logp − old), and the
-    number of masked tokens whose ratio was clipped. Divide the sum by the token count yourself."""
+    number of masked tokens where the clip binds: the ratio is outside the range on the side where
+    the clipped term is the one the min selects (ρ > 1+ε_high with A > 0, ρ < 1−ε_low with A < 0),
+    so the token gets no gradient. Divide the sum by the token count yourself."""
     ratio = torch.exp(logprobs - old_logprobs)
     clipped_ratio = ratio.clamp(1.0 - epsilon_low, 1.0 + epsilon_high)
     objective = torch.minimum(ratio * advantages, clipped_ratio * advantages)
-    was_clipped = ((ratio != clipped_ratio) & (mask > 0)).sum()
-    return -(objective * mask).sum(), was_clipped
+    binds = ((ratio > 1.0 + epsilon_high) & (advantages > 0)) | ((ratio < 1.0 - epsilon_low) & (advantages < 0))
+    return -(objective * mask).sum(), (binds & (mask > 0)).sum()
