@@ -1,7 +1,10 @@
 """One GRPO step (rollouts, trace credit, update) of today's trainer against commit 1b8c06d's step at
 equal rollouts: one group of 8 four-turn episodes of the embedded model (benchmarks/four_turn_env.py
 measures the engine, not skill), hint fraction 0.25, T = 1.0, turns ending at the end-of-turn token
-or a newline (at most 128 tokens), LoRA rank 16, micro-batches of 4 episodes, mini_batches 1.
+or a newline (at most 128 tokens), LoRA rank 16, micro-batches of 2 episodes, mini_batches 1.
+Memory: a micro-batch of n four-turn episodes (~1,200 completion tokens each) keeps ~3.5·n GB of
+attention weights for the backward pass (CPU SDPA with a mask materialises them); measured peak
+14.8 GB with n = 4.
 
 The new trainer runs `train_step`. The baseline then does that step's work the old way on the same
 episodes (benchmarks/baseline.py), with its own copy of the model and the same fresh LoRA: the old
@@ -15,7 +18,6 @@ process CPU time, with the seconds of each phase.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import tempfile
 import time
@@ -25,7 +27,7 @@ from typing import Any, Callable
 import torch
 from baseline import BASELINE, baseline_trainer, old_backend, replay_rollouts
 from four_turn_env import four_turn_env
-from timing import Clock, speedup_line
+from timing import Clock, engine_arguments, speedup_line
 
 from tracegym.adapters import grpo
 from tracegym.adapters.config import CreditConfig, GRPOConfig
@@ -75,15 +77,8 @@ def baseline_step(trainer: Any, episodes: list[Episode], params: SamplingConfig,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a group of 4, 16 tokens a turn at most, 1 round")
-    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds; best of each kept (default 2)")
-    parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice; 1 on a machine other jobs share)")
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    group, new_tokens, rounds = (4, 16, 1) if args.quick else (8, 128, args.rounds)
-    config = GRPOConfig(steps=rounds, groups_per_step=1, group_size=group, micro_batch_size=4, hint_fraction=0.25,
+    _, group, new_tokens, rounds = engine_arguments(__doc__.splitlines()[0])
+    config = GRPOConfig(steps=rounds, groups_per_step=1, group_size=group, micro_batch_size=2, hint_fraction=0.25,
                         credit=CreditConfig(credit="trace"), lora_rank=16, max_redraws=0)
     rollout = RolloutConfig(temperature=1.0, max_new_tokens=new_tokens)
     # the untrained model rambles until the token budget, which would end episodes after one turn

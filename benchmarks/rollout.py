@@ -16,12 +16,11 @@ inputs) are counted. Prints old/new ratios (goal: >= 3x wall).
 
 from __future__ import annotations
 
-import argparse
 
 import torch
 from baseline import BASELINE, old_backend, replay_rollouts
 from four_turn_env import four_turn_env
-from timing import Clock, speedup_line
+from timing import Clock, engine_arguments, speedup_line
 
 from tracegym.generation import HFBackend, SamplingConfig
 from tracegym.models import load_model
@@ -47,14 +46,7 @@ class FedTokens:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a group of 4, 16 tokens a turn at most, 1 round")
-    parser.add_argument("--rounds", type=int, default=2, help="alternating timing rounds; best of each is kept (default 2)")
-    parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice; 1 on a machine other jobs share)")
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    rollouts, new_tokens, rounds = (4, 16, 1) if args.quick else (8, 128, args.rounds)
+    _, rollouts, new_tokens, rounds = engine_arguments(__doc__.splitlines()[0])
     model, tokenizer = load_model()
     params = SamplingConfig(max_new_tokens=new_tokens, temperature=0.7, seed=11, stop=("\n",))
     new, old = HFBackend(model, tokenizer, batch_size=rollouts), old_backend(model, tokenizer, batch_size=rollouts)

@@ -1,8 +1,24 @@
-"""Timing shared by the engine benchmarks: best-of-rounds clocks and the old/new ratio line."""
+"""What the engine benchmarks share: their flags, best-of-rounds clocks and the old/new ratio line."""
 
 from __future__ import annotations
 
+import argparse
 import time
+
+import torch
+
+
+def engine_arguments(description: str) -> tuple[argparse.Namespace, int, int, int]:
+    """Parse --quick, --rounds and --threads (and set torch's threads); returns (args, group size,
+    max new tokens a turn, rounds): (4, 16, 1) with --quick, else (8, 128, --rounds)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help="a group of 4, 16 tokens a turn at most, 1 round")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating timing rounds; best of each is kept (default 2)")
+    parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice; 1 on a machine other jobs share)")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    return (args, 4, 16, 1) if args.quick else (args, 8, 128, args.rounds)
 
 
 class Clock:
