@@ -19,6 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from peft import PeftModel  # noqa: E402
 
+from tracegym.adapters.lora import save_policy  # noqa: E402
 from tracegym.files import write_text_atomic  # noqa: E402
 from tracegym.schema import AdapterArtifact, EnvSpec  # noqa: E402
 
@@ -59,7 +60,7 @@ def write_artifacts(
 ) -> AdapterArtifact:
     """Save the adapter, config, learning curve and artifact.json into `out_dir`."""
     out_dir = Path(out_dir)
-    model.save_pretrained(str(out_dir))
+    save_policy(model, out_dir)
     (out_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2, default=str))
     plot_learning_curve(records, out_dir / CURVE_FILE, title=f"{env_spec.family} ({credit} credit)")
     artifact = AdapterArtifact(

@@ -18,6 +18,8 @@ import torch
 from peft import PeftModel, set_peft_model_state_dict
 from safetensors.torch import load_file
 
+from tracegym.adapters.lora import save_policy
+
 STATE_FILE = "trainer_state.pt"
 
 
@@ -43,7 +45,7 @@ def save_checkpoint(path: str | Path, model: PeftModel, optimizer: torch.optim.O
     partial, old = path.with_name(path.name + ".partial"), path.with_name(path.name + ".old")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    model.save_pretrained(str(partial / "adapter"))
+    save_policy(model, partial / "adapter")
     torch.save({**state, "optimizer": optimizer.state_dict(), "rng": rng_state()}, partial / STATE_FILE)
     shutil.rmtree(old, ignore_errors=True)
     if path.exists():

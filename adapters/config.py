@@ -44,8 +44,14 @@ class GRPOConfig:
     steps: int = option(20, "training steps; a step is one batch of rollouts and its updates")
     groups_per_step: int = option(4, "seeds (GRPO groups) per step (the paper uses 64)")
     group_size: int = option(8, "rollouts per seed")
-    mini_batches: int = option(1, "optimizer steps per batch of rollouts (> 1 makes clipping act)")
-    micro_batch_size: int = option(8, "episodes per forward/backward pass (memory only)")
+    mini_batches: int = option(1, "optimizer steps per batch of rollouts, each on whole groups (at most one per "
+                               "trained group; > 1 makes clipping act and costs a forward pass for the old log-probs)")
+    max_redraws: int = option(
+        2, "extra rollout rounds a step may draw to replace flat groups (all rewards equal) with groups of fresh "
+           "training seeds; 0: flat groups are only dropped")
+    micro_batch_size: int = option(
+        8, "episodes of one group per forward/backward pass (memory only; a group split in several passes re-encodes "
+           "its prompt in each). On CPU the backward pass keeps ~3 GB per episode of ~1,200 completion tokens")
     epsilon_low: float = option(0.2, "lower ratio clip: 1 - epsilon_low")
     epsilon_high: float = option(0.28, "upper ratio clip: 1 + epsilon_high (DAPO-style asymmetric)")
     hint_fraction: float = option(
@@ -59,6 +65,8 @@ class GRPOConfig:
     def __post_init__(self) -> None:
         if not 0.0 <= self.hint_fraction <= 1.0:
             raise ValueError(f"hint_fraction must be in [0, 1], got {self.hint_fraction}")
+        if self.mini_batches < 1 or self.max_redraws < 0:
+            raise ValueError(f"need mini_batches >= 1 and max_redraws >= 0, got {self.mini_batches}, {self.max_redraws}")
 
 
 @dataclass

@@ -12,11 +12,20 @@ would replace most of what the class does; the loop below is the part we actuall
 LoRA weights, gradient clipping, exact-resume checkpoints, and `accelerate` for several GPUs.
 
 One step: take `groups_per_step` training seeds; roll out `group_size` episodes per seed (the first
-round(hint_fraction · group_size) hinted); drop groups whose rewards are all equal; compute per-token
-advantages; recompute the "old" log-probs of the sampled tokens under the rollout policy with the
-hint-free prompt (the hint changed the context, so the sampling log-probs are not the right
-denominator); then `mini_batches` AdamW steps on the clipped surrogate, token-mean over the
-mini-batch's sampled tokens. With `mini_batches` = 1 the ratio is exactly 1 and clipping is inert.
+round(hint_fraction · group_size) hinted; turn t of rollout r of seed s samples with
+sampling_seed(seed, step, s, r, t), independent of what else is in the batch); drop flat groups
+(rewards all equal: no advantage) and, up to `max_redraws` extra rounds, roll out as many fresh
+training seeds in their place (the log records flat and redrawn groups); compute per-token
+advantages; then up to `mini_batches` AdamW steps on the clipped surrogate, each on whole groups
+(group g in step g mod mini_batches: a group's outcome advantages, which sum to zero, are never
+split across steps), token-mean over the step's sampled tokens. Each group is trained on its
+hint-free prompt encoded once, its continuations attending to it (tracegym.adapters.policy_loss).
+
+The ratio's denominator. With `mini_batches` = 1 every batch is used once, before any update: the
+"old" policy is the current one, so old = new.detach() (ratio exactly 1, clipping inert, gradient
+of the plain policy gradient) and no extra forward pass is spent on it. With `mini_batches` > 1
+the old log-probs are recomputed before the first update, with the hint-free prompt (the hint
+changed the sampling context, so the sampling log-probs are not the right denominator).
 """
 
 from __future__ import annotations
@@ -38,10 +47,10 @@ from transformers import PreTrainedTokenizerBase
 from tracegym.adapters.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
 from tracegym.adapters.config import GRPOConfig
 from tracegym.adapters.credit import episode_advantages
-from tracegym.adapters.policy_loss import TokenBatch, clipped_surrogate, episode_batch, token_logprobs
+from tracegym.adapters.policy_loss import GroupBatch, clipped_surrogate, group_batches, token_logprobs
 from tracegym.adapters.reference_scoring import reference_scores
 from tracegym.config import RolloutConfig
-from tracegym.generation import HFBackend, SamplingConfig
+from tracegym.generation import HFBackend, SamplingConfig, sampling_seed
 from tracegym.rollout import Episode, run_episodes
 from tracegym.synth_envs.base import Environment
 
@@ -96,20 +105,46 @@ class GRPOTrainer:
 
     # -- one step ----------------------------------------------------------------------------
 
-    def _step_seeds(self) -> list[int]:
-        """This step's seeds for this process (each process takes every num_processes-th group)."""
-        seeds = [self.train_lo + (self.cursor + i) % self.seed_span for i in range(self.config.groups_per_step)]
-        self.cursor = (self.cursor + self.config.groups_per_step) % self.seed_span
+    def _draw_seeds(self, groups: int) -> list[int]:
+        """The next `groups` training seeds per process from the shared cursor; this process's share
+        (every num_processes-th seed), so processes never train on the same seed."""
         acc = self.accelerator
+        total = groups * acc.num_processes
+        seeds = [self.train_lo + (self.cursor + i) % self.seed_span for i in range(total)]
+        self.cursor = (self.cursor + total) % self.seed_span
         return seeds[acc.process_index :: acc.num_processes]
 
+    def _step_seeds(self) -> list[int]:
+        """This step's seeds for this process."""
+        return self._draw_seeds(self.config.groups_per_step // self.accelerator.num_processes)
+
+    def _varied_rollouts(self, seeds: list[int]) -> tuple[list[Episode], list[Episode], int]:
+        """(episodes of `seeds`, the kept episodes, groups redrawn): flat groups of `seeds` replaced
+        by groups of fresh seeds, up to `max_redraws` rounds (every process joins each round)."""
+        size, acc = self.config.group_size, self.accelerator
+        episodes = self.rollouts(seeds)
+        kept = [e for group in varied_groups(episodes, size) for e in group]
+        redrawn = 0
+        for _ in range(self.config.max_redraws):
+            missing = len(seeds) - len(kept) // size
+            most = int(acc.gather(torch.tensor([missing], device=acc.device)).max())
+            if not most:
+                break
+            fresh = self._draw_seeds(most)[:missing]
+            if fresh:
+                kept += [e for group in varied_groups(self.rollouts(fresh), size) for e in group]
+                redrawn += len(fresh)
+        return episodes, kept, redrawn
+
     def rollouts(self, seeds: list[int]) -> list[Episode]:
-        """Sample `group_size` episodes per seed with this step's reproducible sampling seed."""
+        """Sample `group_size` episodes per seed; this step's sampling seed is
+        sampling_seed(config.seed, step), so an episode's draws depend on (seed, step, its seed,
+        rollout, turn) only, not on the other groups or the number of processes."""
         config = self.config
         params = SamplingConfig(
             max_new_tokens=self.rollout_config.max_new_tokens,
             temperature=self.rollout_config.temperature,
-            seed=config.seed * 1_000_003 + self.step * 7_919 + self.accelerator.process_index,
+            seed=sampling_seed(config.seed, self.step),
         )
         self.policy.eval()
         backend = HFBackend(self.policy, self.tokenizer, batch_size=max(len(seeds) * config.group_size, 1))
@@ -124,37 +159,47 @@ class GRPOTrainer:
             ell = reference_scores(self.policy, self.tokenizer, episodes, gold)
         return episode_advantages(episodes, ell, self.config.credit)
 
-    def _chunks(self, batch: TokenBatch) -> list[TokenBatch]:
-        size = self.config.micro_batch_size
-        return [batch.rows(slice(i, i + size)) for i in range(0, len(batch), size)]
+    def _micro_batches(self, episodes: list[Episode] | None, advantages: torch.Tensor | None) -> list[list[GroupBatch]]:
+        """The micro-batches of each optimizer step: the episodes grouped by training prompt (a GRPO
+        group), group g in step g mod S, S = min(mini_batches, most groups on any process), each
+        group cut into micro-batches. A process with fewer groups gets empty steps."""
+        groups = group_batches(episodes, advantages, self.pad_id) if episodes else []
+        acc = self.accelerator
+        most = int(acc.gather(torch.tensor([len(groups)], device=acc.device)).max())
+        count = max(1, min(self.config.mini_batches, most))
+        return [
+            [piece for group in groups[part::count] for piece in group.split(self.config.micro_batch_size)]
+            for part in range(count)
+        ]
 
     @torch.no_grad()
-    def _old_logprobs(self, batch: TokenBatch) -> torch.Tensor:
+    def _old_logprobs(self, micro_batches: list[GroupBatch]) -> list[torch.Tensor]:
+        """Log-probs of each micro-batch's sampled tokens under the policy before this step's updates."""
         device, temperature = self.accelerator.device, self.rollout_config.temperature
-        return torch.cat([token_logprobs(self.model, c.to(device), temperature).cpu() for c in self._chunks(batch)])
+        return [token_logprobs(self.model, micro.to(device), temperature).cpu() for micro in micro_batches]
 
-    def update(self, batch: TokenBatch | None) -> dict[str, float]:
-        """`mini_batches` AdamW steps on the clipped surrogate; a process without data still joins
+    def update(self, episodes: list[Episode] | None, advantages: torch.Tensor | None = None) -> dict[str, float]:
+        """AdamW steps on the clipped surrogate over `episodes` with their (B, T) per-token
+        `advantages`, whole groups per step (_micro_batches); a process without episodes still joins
         the gradient all-reduce with a zero loss."""
         config, acc = self.config, self.accelerator
+        parts = self._micro_batches(episodes, advantages)
         self.model.train()
-        old = self._old_logprobs(batch) if batch is not None else None
+        olds = [self._old_logprobs(part) for part in parts] if len(parts) > 1 else None
         losses, clipped, tokens_seen = [], 0.0, 0.0
-        for part in range(config.mini_batches):
+        for index, part in enumerate(parts):
             self.optimizer.zero_grad(set_to_none=True)
-            rows = list(range(part, len(batch), config.mini_batches)) if batch is not None else []
-            if not rows:
+            if not part:
                 acc.backward(sum((p * 0.0).sum() for p in self.policy.parameters() if p.requires_grad))
             else:
-                mini, mini_old = batch.rows(rows), old[rows]
-                tokens = mini.loss_mask.sum().clamp(min=1.0).item()
+                tokens = sum(micro.loss_mask.sum() for micro in part).clamp(min=1.0).item()
                 total = 0.0
-                for start in range(0, len(rows), config.micro_batch_size):
-                    piece = slice(start, start + config.micro_batch_size)
-                    micro = mini.rows(piece).to(acc.device)
+                for number, micro in enumerate(part):
+                    micro = micro.to(acc.device)
+                    logprobs = token_logprobs(self.model, micro, self.rollout_config.temperature)
+                    old = olds[index][number].to(acc.device) if olds else logprobs.detach()
                     loss_sum, n_clipped = clipped_surrogate(
-                        token_logprobs(self.model, micro, self.rollout_config.temperature), mini_old[piece].to(acc.device), micro.advantages,
-                        micro.loss_mask, config.epsilon_low, config.epsilon_high,
+                        logprobs, old, micro.advantages, micro.loss_mask, config.epsilon_low, config.epsilon_high
                     )
                     acc.backward(loss_sum / tokens)
                     total += loss_sum.item() / tokens
@@ -168,6 +213,7 @@ class GRPOTrainer:
             "loss": float(np.mean(losses)) if losses else None,
             "clip_fraction": clipped / tokens_seen if tokens_seen else 0.0,
             "train_tokens": tokens_seen,
+            "optimizer_steps": len(parts),
         }
 
     def train_step(self) -> dict[str, Any]:
@@ -175,11 +221,12 @@ class GRPOTrainer:
         started = time.perf_counter()
         acc = self.accelerator
         seeds = self._step_seeds()
-        episodes = self.rollouts(seeds)
-        kept = [e for g in varied_groups(episodes, self.config.group_size) for e in g]
+        episodes, kept, redrawn = self._varied_rollouts(seeds)
+        groups = acc.gather(torch.tensor(
+            [len(kept) // self.config.group_size, redrawn, len(seeds) + redrawn], device=acc.device)).reshape(-1, 3).sum(0)
         rewards = acc.gather(torch.tensor([e.reward for e in episodes], dtype=torch.float64, device=acc.device)).cpu()
         plain = acc.gather(torch.tensor([e.reward for e in episodes if not e.hinted] or [float("nan")], dtype=torch.float64, device=acc.device)).cpu()
-        kept_groups = int(acc.gather(torch.tensor([len(kept) // self.config.group_size], device=acc.device)).sum())
+        kept_groups, redrawn_groups, drawn_groups = (int(n) for n in groups)
         record: dict[str, Any] = {
             "step": self.step + 1,
             "reward_mean": rewards.mean().item(),
@@ -187,13 +234,17 @@ class GRPOTrainer:
             "reward_unhinted_mean": plain[~plain.isnan()].mean().item() if (~plain.isnan()).any() else None,
             "groups": self.config.groups_per_step,
             "kept_groups": kept_groups,
+            "redrawn_groups": redrawn_groups,
+            "flat_groups": drawn_groups - kept_groups,
+            "rollouts": drawn_groups * self.config.group_size,
             "loss": None,
             "clip_fraction": 0.0,
             "train_tokens": 0.0,
         }
         if kept_groups:
-            batch = episode_batch(kept, self.advantages(kept), self.pad_id) if kept else None
-            record.update(self.update(batch))
+            record.update(self.update(kept, self.advantages(kept) if kept else None))
+        else:
+            record["optimizer_steps"] = 0
         self.step += 1
         record["step_seconds"] = time.perf_counter() - started
         return record

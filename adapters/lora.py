@@ -14,6 +14,8 @@ from peft import LoraConfig, PeftModel, get_peft_model
 from transformers import PreTrainedModel
 
 LORA_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+POLICY_ADAPTER = "default"  # PEFT's name of the adapter attach_lora creates or loads: the one trained
+REFERENCE_ADAPTER = "reference"  # a frozen copy of the starting adapter: π_ref of turn credit
 
 
 def lora_config(rank: int = 16) -> LoraConfig:
@@ -32,6 +34,18 @@ def attach_lora(
         return PeftModel.from_pretrained(model, str(adapter_dir), is_trainable=True)
     torch.manual_seed(seed)
     return get_peft_model(model, lora_config(rank))
+
+
+def add_reference(policy: PeftModel, adapter_dir: str | Path) -> PeftModel:
+    """Load `adapter_dir` (the adapter the policy started from) a second time as the frozen
+    REFERENCE_ADAPTER; the policy adapter stays active and trainable. Returns `policy`."""
+    policy.load_adapter(str(adapter_dir), adapter_name=REFERENCE_ADAPTER, is_trainable=False)
+    return policy
+
+
+def save_policy(model: PeftModel, out_dir: str | Path) -> None:
+    """Save the trained adapter only (PEFT layout, at the top of `out_dir`), never the reference."""
+    model.save_pretrained(str(out_dir), selected_adapters=[POLICY_ADAPTER])
 
 
 def trainable_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -14,24 +14,44 @@ returned as-is by create_causal_mask and added to the attention scores by the ea
 SDPA (as `attn_mask`), so the same mask works with attn_implementation "eager" and "sdpa".
 
 `score_prefixes` is the straightforward version (one forward per prefix), for tests and the
-benchmark. The reference is the base model: a PeftModel is scored with its adapters disabled.
+benchmark. The reference π_ref is the policy training started from: a PeftModel that holds the
+frozen REFERENCE_ADAPTER (the warm start, tracegym.adapters.lora.add_reference) is scored with
+that adapter active, any other PeftModel with its adapters disabled (the base model).
 """
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-from typing import ContextManager, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
+from typing import ContextManager, Iterator, Mapping, Sequence
 
 import torch
 from peft import PeftModel
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from tracegym.adapters.lora import REFERENCE_ADAPTER
 from tracegym.rollout import Episode
 
 
+@contextmanager
+def _active_adapter(model: PeftModel, name: str) -> Iterator[None]:
+    """Adapter `name` active inside the block; the previous one active again after it, and every
+    parameter's requires_grad as before (PEFT's set_adapter makes the adapter it activates trainable
+    and the others frozen)."""
+    previous, flags = model.active_adapter, [(p, p.requires_grad) for p in model.parameters()]
+    model.set_adapter(name)
+    try:
+        yield
+    finally:
+        model.set_adapter(previous)
+        for parameter, flag in flags:
+            parameter.requires_grad_(flag)
+
+
 def reference_mode(model: torch.nn.Module) -> ContextManager:
-    """Context in which `model` is the reference: adapters off for a PeftModel, else unchanged."""
-    return model.disable_adapter() if isinstance(model, PeftModel) else nullcontext()
+    """Context in which `model` is the reference (see the module docstring)."""
+    if not isinstance(model, PeftModel):
+        return nullcontext()
+    return _active_adapter(model, REFERENCE_ADAPTER) if REFERENCE_ADAPTER in model.peft_config else model.disable_adapter()
 
 
 def _check(ids: Sequence[int], boundaries: Sequence[int], gold: Sequence[int]) -> None:

@@ -23,7 +23,7 @@ from tracegym.adapters.checkpoint import find_checkpoint
 from tracegym.adapters.config import TrainConfig
 from tracegym.adapters.grpo import CHECKPOINT_DIR, GRPOTrainer, read_log
 from tracegym.adapters.heldout import HeldoutScores, compare, score_heldout
-from tracegym.adapters.lora import attach_lora
+from tracegym.adapters.lora import add_reference, attach_lora
 from tracegym.adapters.sft import warm_start
 from tracegym.config import TINY_MODEL, RolloutConfig, config_dict
 from tracegym.generation import HFBackend
@@ -114,7 +114,10 @@ def train_adapter(
                 (adapter_dir / "warm_start.json").write_text(json.dumps(warm_metrics, indent=2))
             state.wait_for_everyone()
             model = peft_model.unload()
-    policy = attach_lora(model, rank=config.grpo.lora_rank, adapter_dir=adapter_dir, seed=config.grpo.seed).to(state.device)
+    policy = attach_lora(model, rank=config.grpo.lora_rank, adapter_dir=adapter_dir, seed=config.grpo.seed)
+    if adapter_dir is not None:  # π_ref of turn credit: the frozen warm start, not the bare base model
+        add_reference(policy, adapter_dir)
+    policy = policy.to(state.device)
     if calibrating:
         policy_name = config.model + (" + warm start" if adapter_dir is not None else "")
         env_spec = calibrate_to_policy(

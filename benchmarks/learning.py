@@ -1,130 +1,161 @@
-"""Does TRACE turn credit learn faster than plain GRPO at an equal rollout budget?
+"""Does GRPO make the embedded model better on held-out seeds, and does TRACE turn credit beat plain
+GRPO at equal rollouts? (issue 10, must-show)
 
-Warm start (SFT on oracle dialogues) once, then for each credit ("trace", "grpo") and each training
-seed: GRPO from the warm start for `steps` steps of `groups × group_size` rollouts, and the
-held-out reward (unhinted, T = 0.7, eval seeds) before and after. Prints the held-out reward after
-training as a RATIO to the warm start's (measured in the same run), per credit, and trace's
-held-out reward as a ratio to plain GRPO's, with 95% intervals.
+Per family (default: two, at their easiest ladder rung): a deliberately short SFT warm start (a few
+oracle dialogues: the policy calls tools but has not solved the family; whether its held-out mean
+reward lies in the calibration band, default [0.2, 0.6], is reported), scored on held-out seeds,
+greedy and sampled at the rollout temperature (tracegym.adapters.heldout). Then for each credit
+("trace", "grpo") and each training seed: GRPO from the warm start (π_ref = the frozen warm start)
+for `steps` steps of `groups × group_size` rollouts with no redraws (equal rollouts in every run),
+then the held-out scores after. Comparisons are paired per held-out seed (every policy is scored on
+the same seeds with the same sampling seeds): each credit's after-score (mean over its training
+seeds) minus the warm start's, and trace minus grpo, with paired bootstrap 95% intervals
+(tracegym.stats.paired_difference). Writes result.json and curves.png (training reward per step).
 
-    python benchmarks/learning.py --out DIR  # embedded SmolLM2-135M on CPU (see cost below)
-    python benchmarks/learning.py --quick    # 2-step smoke on the tiny random model (seconds)
+    python benchmarks/learning.py [--out DIR] [--families F1,F2] [--steps N] [--seeds N] [--heldout N]
+                                  [--sampled N] [--groups N] [--lr LR] [--warm-lr LR]
+    python benchmarks/learning.py --quick    # seconds: the tiny random model, 2 steps, 1 seed
 
-Cost. The tool families' dialogues are ~750 tokens (the policy and tool schemas make up most of
-the system prompt), so on CPU every step is dominated by forward/backward passes over them:
-measured on this project's 2-core machine (~20 GFLOPS under load), one SmolLM2 forward+backward
-over 2 × 750 tokens takes 105-150 s, so the default sizes below (8 SFT steps, 3 seeds × 2 credits
-× 2 GRPO steps of 4 rollouts) need well over an hour there; a GPU takes minutes. With `--out` the
-run is resumable: a finished warm start is reused and each GRPO run resumes from its checkpoint.
+Cost (default config): sized for <= 45 min a family on 2 unloaded cores; `--out` keeps every run
+folder, and a rerun reuses finished warm starts and resumes GRPO runs from their checkpoints.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-import numpy as np
-from scipy import stats
+from learning_report import plot_curves, report, summarise
 
 from tracegym.adapters.config import CreditConfig, GRPOConfig, WarmStartConfig
 from tracegym.adapters.grpo import GRPOTrainer, read_log
-from tracegym.adapters.heldout import score_heldout
-from tracegym.adapters.lora import attach_lora
+from tracegym.adapters.heldout import HeldoutScores, score_heldout
+from tracegym.adapters.lora import add_reference, attach_lora
 from tracegym.adapters.sft import warm_start
 from tracegym.adapters.train import env_factory_for, load_base
 from tracegym.config import DEFAULT_MODEL, TINY_MODEL, RolloutConfig
 from tracegym.schema import EnvSpec
+from tracegym.synth_envs.registry import get_family
 
-FULL = dict(model=DEFAULT_MODEL, sft_steps=8, sft_batch=2, steps=2, groups=1, group_size=4, heldout=12, max_new_tokens=None, seeds=3)
-QUICK = dict(model=TINY_MODEL, sft_steps=1, sft_batch=2, steps=2, groups=1, group_size=2, heldout=2, max_new_tokens=8, seeds=1)
-
-
-def interval_over_runs(values: list[float]) -> dict[str, float]:
-    """Mean and 95% Student-t interval over independent training runs."""
-    array = np.asarray(values, dtype=np.float64)
-    half = stats.t.ppf(0.975, len(array) - 1) * array.std(ddof=1) / math.sqrt(len(array)) if len(array) > 1 else 0.0
-    return {"mean": float(array.mean()), "low": float(array.mean() - half), "high": float(array.mean() + half), "n": len(array)}
+CREDITS = ("trace", "grpo")
+FULL: dict[str, Any] = dict(model=DEFAULT_MODEL, warm_dialogues=8, warm_steps=4, steps=4, groups=2, group_size=4,
+                            micro_batch=2, heldout=24, sampled=2, max_new_tokens=None, seeds=3)
+QUICK: dict[str, Any] = dict(model=TINY_MODEL, warm_dialogues=2, warm_steps=1, steps=2, groups=1, group_size=2,
+                             micro_batch=2, heldout=3, sampled=1, max_new_tokens=8, seeds=1)
+FAMILIES = "precondition_verification,error_recovery"
 
 
-def run(args: argparse.Namespace, out: Path) -> dict:
-    settings = QUICK if args.quick else FULL
-    knobs = json.loads(args.knobs)
-    spec = EnvSpec(capability=args.family, family=args.family, knobs=knobs)
-    factory = env_factory_for(spec)
-    base, tokenizer = load_base(settings["model"])
-    warm = WarmStartConfig(dialogues=settings["sft_steps"] * settings["sft_batch"], steps=settings["sft_steps"],
-                           batch_size=settings["sft_batch"], learning_rate=args.sft_lr)
+def easiest_spec(family: str) -> EnvSpec:
+    """The family at the first rung of its difficulty ladder (its defaults if it has none)."""
+    ladder = get_family(family).ladder
+    return EnvSpec(capability=family, family=family, knobs=dict(ladder[0]) if ladder else {})
+
+
+def warm_started(spec: EnvSpec, settings: dict[str, Any], lr: float, folder: Path) -> dict[str, Any]:
+    """Train (or reuse) the family's short warm start in `folder`; returns its metrics."""
+    metrics_file = folder / "warm_start.json"
+    if not metrics_file.is_file():
+        base, tokenizer = load_base(settings["model"])
+        config = WarmStartConfig(dialogues=settings["warm_dialogues"], steps=settings["warm_steps"], batch_size=2, learning_rate=lr)
+        seeds = range(spec.train_seeds[1] - config.dialogues, spec.train_seeds[1])
+        _, metrics = warm_start(base, tokenizer, [env_factory_for(spec)], seeds, config, folder)
+        metrics_file.write_text(json.dumps(metrics))
+    return json.loads(metrics_file.read_text())
+
+
+def warm_start_scored(spec: EnvSpec, settings: dict[str, Any], lr: float, out: Path,
+                      rollout: RolloutConfig) -> tuple[dict[str, Any], HeldoutScores]:
+    """The family's warm start in out/warm_start (trained or reused) and its held-out scores."""
+    warm = warm_started(spec, settings, lr, out / "warm_start")
+    model, tokenizer = load_base(settings["model"])
+    before = scored(out / "heldout_before.json", attach_lora(model, adapter_dir=out / "warm_start"), tokenizer, spec, settings, rollout)
+    return warm, before
+
+
+def scored(path: Path, policy: Any, tokenizer: Any, spec: EnvSpec, settings: dict[str, Any], rollout: RolloutConfig) -> HeldoutScores:
+    """Held-out scores of `policy`, cached in `path`."""
+    if not path.is_file():
+        seeds = range(spec.eval_seeds[0], spec.eval_seeds[0] + settings["heldout"])
+        scores = score_heldout(policy, tokenizer, env_factory_for(spec), seeds, rollout, sampled=settings["sampled"])
+        path.write_text(json.dumps(scores.to_dict()))
+    return HeldoutScores.from_dict(json.loads(path.read_text()))
+
+
+def trainer_from_warm_start(spec: EnvSpec, settings: dict[str, Any], credit: str, seed: int, lr: float, warm: Path,
+                            folder: Path, rollout: RolloutConfig) -> GRPOTrainer:
+    """A GRPO trainer (resumed from `folder` if it holds a checkpoint) of the warm start in `warm`,
+    π_ref the frozen warm start, no redraws (every run samples the same number of rollouts)."""
+    model, tokenizer = load_base(settings["model"])
+    policy = add_reference(attach_lora(model, adapter_dir=warm), warm)
+    config = GRPOConfig(steps=settings["steps"], groups_per_step=settings["groups"], group_size=settings["group_size"],
+                        micro_batch_size=settings["micro_batch"], learning_rate=lr, max_redraws=0,
+                        credit=CreditConfig(credit=credit), seed=seed, save_every=settings["steps"])
+    trainer = GRPOTrainer(policy, tokenizer, env_factory_for(spec), config, rollout, folder, train_seeds=spec.train_seeds)
+    trainer.resume()
+    return trainer
+
+
+def train_run(spec: EnvSpec, settings: dict[str, Any], credit: str, seed: int, lr: float, out: Path,
+              rollout: RolloutConfig, progress: bool) -> dict[str, Any]:
+    """One GRPO run from the warm start in out/warm_start; its training records and held-out scores."""
+    folder = out / f"{credit}_{seed}"
+    trainer = trainer_from_warm_start(spec, settings, credit, seed, lr, out / "warm_start", folder, rollout)
     started = time.perf_counter()
-    warm_file = out / "warm_start" / "warm_start.json"
-    if warm_file.is_file():
-        warm_model, warm_metrics = attach_lora(base, adapter_dir=out / "warm_start"), json.loads(warm_file.read_text())
-    else:
-        warm_model, warm_metrics = warm_start(base, tokenizer, [factory], range(50_000, 50_000 + warm.dialogues), warm, out / "warm_start")
-        warm_file.write_text(json.dumps(warm_metrics))
-    warm_seconds = time.perf_counter() - started
-    eval_seeds = range(spec.eval_seeds[0], spec.eval_seeds[0] + settings["heldout"])
+    trainer.train(progress=progress)
+    after = scored(folder / "heldout_after.json", trainer.policy, trainer.tokenizer, spec, settings, rollout)
+    records = read_log(folder)
+    return {"credit": credit, "seed": seed, "seconds": time.perf_counter() - started, "after": after.to_dict(),
+            "train_reward": [r["reward_mean"] for r in records], "kept_groups": [r["kept_groups"] for r in records],
+            "rollouts": sum(r["rollouts"] for r in records)}
+
+
+def run_family(family: str, settings: dict[str, Any], args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """The warm start, its held-out scores and every (credit, seed) run of one family."""
+    spec = easiest_spec(family)
     rollout = RolloutConfig(max_new_tokens=settings["max_new_tokens"])
-    evaluation = RolloutConfig(temperature=0.7, max_new_tokens=settings["max_new_tokens"])
-    evaluate = lambda model: score_heldout(model, tokenizer, factory, eval_seeds, evaluation, sampled=1).summary()["sampled_reward"]  # noqa: E731
-    before = evaluate(warm_model)
-    print(f"warm start: {warm_metrics['first_loss']:.3f} -> {warm_metrics['final_loss']:.4f} loss in {warm_seconds:.0f} s; "
-          f"held-out reward {before['mean']:.3f} [{before['low']:.3f}, {before['high']:.3f}]", flush=True)
+    started = time.perf_counter()
+    warm, before = warm_start_scored(spec, settings, args.warm_lr, out, rollout)
+    print(f"{family} {spec.knobs}: warm start loss {warm['first_loss']:.3f} -> {warm['final_loss']:.3f}; held-out "
+          f"reward {before.summary()['greedy_reward']['mean']:.3f} greedy", flush=True)
     runs = []
-    for credit in ("trace", "grpo"):
+    for credit in CREDITS:
         for seed in range(settings["seeds"]):
-            model, _ = load_base(settings["model"])
-            policy = attach_lora(model, adapter_dir=out / "warm_start")
-            config = GRPOConfig(steps=settings["steps"], groups_per_step=settings["groups"], group_size=settings["group_size"],
-                                learning_rate=args.lr, mini_batches=2, hint_fraction=0.25, credit=CreditConfig(credit=credit),
-                                seed=seed, save_every=settings["steps"])
-            trainer = GRPOTrainer(policy, tokenizer, factory, config, rollout, out / f"{credit}_{seed}", train_seeds=spec.train_seeds)
-            trainer.resume()
-            started = time.perf_counter()
-            trainer.train(progress=not args.quick)
-            records = read_log(out / f"{credit}_{seed}")
-            after = evaluate(trainer.policy)
-            runs.append({"credit": credit, "seed": seed, "after": after, "seconds": time.perf_counter() - started,
-                         "train_reward": [r["reward_mean"] for r in records], "kept_groups": [r["kept_groups"] for r in records]})
-            print(f"{credit} seed {seed}: held-out {after['mean']:.3f} (train reward per step "
-                  f"{', '.join(f'{r:.2f}' for r in runs[-1]['train_reward'])}; kept groups {runs[-1]['kept_groups']})", flush=True)
-    summary = {credit: interval_over_runs([r["after"]["mean"] for r in runs if r["credit"] == credit]) for credit in ("trace", "grpo")}
-    return {"family": args.family, "knobs": knobs, "settings": settings, "lr": args.lr, "warm_start": warm_metrics,
-            "before": before, "runs": runs, "after": summary,
-            "rollouts_per_run": settings["steps"] * settings["groups"] * settings["group_size"]}
-
-
-def report(result: dict) -> None:
-    before, after = result["before"]["mean"], result["after"]
-    print(f"\n{result['family']} {result['knobs']}: {result['rollouts_per_run']} rollouts per run, "
-          f"{after['trace']['n']} seeds per credit, lr {result['lr']}")
-    print(f"held-out reward before (warm start): {before:.3f} [{result['before']['low']:.3f}, {result['before']['high']:.3f}]")
-    for credit in ("trace", "grpo"):
-        a = after[credit]
-        ratio = a["mean"] / before if before else float("nan")
-        print(f"{credit:5s} after: {a['mean']:.3f} [{a['low']:.3f}, {a['high']:.3f}]   ratio to warm start {ratio:.3f}")
-    ratio = after["trace"]["mean"] / after["grpo"]["mean"] if after["grpo"]["mean"] else float("nan")
-    print(f"RATIO trace / plain GRPO held-out reward after equal rollouts: {ratio:.3f}")
+            runs.append(train_run(spec, settings, credit, seed, args.lr, out, rollout, progress=not args.quick))
+            print(f"  {credit} seed {seed}: train reward per step {', '.join(f'{r:.2f}' for r in runs[-1]['train_reward'])}; "
+                  f"held-out greedy {runs[-1]['after']['summary']['greedy_reward']['mean']:.3f}", flush=True)
+    return {"family": family, "knobs": spec.knobs, "warm_start": warm, "before": before.to_dict(), "runs": runs,
+            "seconds": time.perf_counter() - started}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="2-step smoke on the tiny model")
-    parser.add_argument("--family", default="precondition_verification")
-    parser.add_argument("--knobs", default='{"n_orders": 2, "max_conditions": 1}', help="difficulty knobs (JSON)")
-    parser.add_argument("--lr", type=float, default=2e-4, help="GRPO learning rate (default 2e-4)")
-    parser.add_argument("--sft-lr", type=float, default=1e-3, help="warm-start learning rate")
-    parser.add_argument("--out", type=Path, help="keep run folders and result.json here (default: a temporary folder)")
+    parser.add_argument("--quick", action="store_true", help="seconds-long smoke on the tiny random model")
+    parser.add_argument("--families", default=FAMILIES, help=f"comma-separated families (default {FAMILIES})")
+    parser.add_argument("--steps", type=int, help=f"GRPO steps per run (default {FULL['steps']})")
+    parser.add_argument("--seeds", type=int, help=f"training seeds per credit (default {FULL['seeds']})")
+    parser.add_argument("--heldout", type=int, help=f"held-out seeds (default {FULL['heldout']})")
+    parser.add_argument("--sampled", type=int, help=f"sampled episodes per held-out seed (default {FULL['sampled']})")
+    parser.add_argument("--groups", type=int, help=f"groups per GRPO step (default {FULL['groups']})")
+    parser.add_argument("--lr", type=float, default=GRPOConfig.learning_rate, help="GRPO learning rate (default: GRPOConfig's)")
+    parser.add_argument("--warm-lr", type=float, default=WarmStartConfig.learning_rate, help="warm-start learning rate")
+    parser.add_argument("--out", type=Path, help="keep run folders, result.json and curves.png here (default: a temporary folder)")
     args = parser.parse_args(argv)
+    settings = dict(QUICK if args.quick else FULL)
+    settings.update({key: getattr(args, key) for key in ("steps", "seeds", "heldout", "sampled", "groups") if getattr(args, key) is not None})
     with tempfile.TemporaryDirectory(prefix="tracegym-learning-") as scratch:
         out = args.out or Path(scratch)
-        out.mkdir(parents=True, exist_ok=True)
-        result = run(args, out)
+        families = [run_family(family, settings, args, out / family) for family in args.families.split(",")]
+        result = {"settings": settings, "lr": args.lr, "warm_lr": args.warm_lr, "credits": list(CREDITS),
+                  "families": [{**family, "comparison": summarise(family, CREDITS)} for family in families]}
         (out / "result.json").write_text(json.dumps(result, indent=2))
+        plot_curves(result, out / "curves.png")
         report(result)
+        print(f"wrote {out / 'result.json'} and {out / 'curves.png'}")
     return 0
 
 

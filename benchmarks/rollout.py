@@ -1,109 +1,78 @@
-"""Rollout engine throughput against plain batched `model.generate` of the same model.
+"""Rollout engine (KV caches kept across turns, the group's prompt encoded once) against the
+re-encoding engine it replaced (commit 1b8c06d's HFBackend, benchmarks/baseline.py) on the same
+episodes: one group of 8 four-turn episodes of the embedded model (benchmarks/four_turn_env.py:
+episodes last four turns whatever the untrained model writes; this measures the engine, not skill),
+T = 0.7, a turn ending at the end-of-turn token or a newline (~20-30 tokens, like a tool call),
+at most 128 tokens.
 
-The rollout engine (tracegym.rollout.run_episodes with the hf backend) plays episodes of a
-synthetic environment with the embedded model. The baseline replays every turn's batch of contexts
-through plain `model.generate` (no scores, no log-probs, no environment, no bookkeeping) with the
-same batch composition, sampling settings and seeds, so it samples the same tokens and lengths.
-Both are timed in alternating rounds (best of each kept), in wall-clock and in process CPU time.
-Prints sampled tokens per second of both and their ratio (goal >= 0.8).
+The new engine plays the episodes; the old one then replays every turn's contexts of those same
+episodes (same live episodes and batch per turn), each turn with the longest turn the new engine
+sampled as its budget, so it decodes at most as many steps. Rounds alternate the two (best of each
+kept), timed in wall-clock and process CPU time; the tokens each feeds the model (non-padding
+inputs) are counted. Prints old/new ratios (goal: >= 3x wall).
 
-    python benchmarks/rollout.py [--quick] [--family multi_step_task_completion]
+    python benchmarks/rollout.py [--quick] [--rounds 2] [--threads N]
 """
 
 from __future__ import annotations
 
-import argparse
-import time
 
 import torch
+from baseline import BASELINE, old_backend, replay_rollouts
+from four_turn_env import four_turn_env
+from timing import Clock, engine_arguments, speedup_line
 
 from tracegym.generation import HFBackend, SamplingConfig
 from tracegym.models import load_model
-from tracegym.rollout import Episode, run_episodes, turn_params
-from tracegym.synth_envs.registry import make_env
+from tracegym.rollout import Episode, run_episodes
 
 
-class _Clock:
-    """Best wall-clock and process-CPU seconds over the `with` blocks it timed (CPU time is the
-    steadier figure when other jobs share the cores)."""
+class FedTokens:
+    """Counts the non-padding input tokens of every forward pass of `model` while active."""
 
-    def __init__(self) -> None:
-        self.wall, self.cpu = float("inf"), float("inf")
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.model, self.count = model, 0
 
-    def __enter__(self) -> None:
-        self._wall, self._cpu = time.perf_counter(), time.process_time()
+    def _hook(self, module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+        ids, mask = kwargs.get("input_ids"), kwargs.get("attention_mask")
+        self.count += int(mask[:, -ids.shape[1] :].sum()) if mask is not None and mask.dim() == 2 else ids.numel()
+
+    def __enter__(self) -> "FedTokens":
+        self.count, self._handle = 0, self.model.register_forward_pre_hook(self._hook, with_kwargs=True)
+        return self
 
     def __exit__(self, *exc: object) -> None:
-        self.wall = min(self.wall, time.perf_counter() - self._wall)
-        self.cpu = min(self.cpu, time.process_time() - self._cpu)
-
-
-def turn_contexts(episodes: list[Episode]) -> list[list[list[int]]]:
-    """For each turn, the contexts the engine fed the backend (episodes still live, in order)."""
-    turns: list[list[list[int]]] = []
-    for episode in episodes:
-        for k in range(max(episode.turn_ids) + 1):
-            start = episode.turn_ids.index(k)
-            if len(turns) <= k:
-                turns.append([])
-            turns[k].append(episode.prompt_ids + episode.completion_ids[:start])
-    return turns
-
-
-@torch.inference_mode()
-def plain_generate(model, tokenizer, contexts: list[list[int]], params: SamplingConfig, batch_size: int) -> int:
-    """Sample with bare `model.generate` in the backend's batches; returns tokens sampled (through eos)."""
-    torch.manual_seed(params.seed)
-    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
-    order = sorted(range(len(contexts)), key=lambda i: len(contexts[i]))
-    sampled = 0
-    for begin in range(0, len(order), batch_size):
-        batch = [contexts[i] for i in order[begin : begin + batch_size]]
-        width = max(map(len, batch))
-        ids = torch.tensor([[pad] * (width - len(c)) + c for c in batch])
-        mask = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in batch])
-        out = model.generate(
-            input_ids=ids, attention_mask=mask, max_new_tokens=params.max_new_tokens, do_sample=True,
-            temperature=params.temperature, top_p=params.top_p, top_k=None, pad_token_id=pad, eos_token_id=eos,
-        )
-        for row in out[:, width:].tolist():
-            sampled += row.index(eos) + 1 if eos in row else len(row)
-    return sampled
+        self._handle.remove()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="2 seeds x 2 rollouts, 32 new tokens per turn")
-    parser.add_argument("--family", default="multi_step_task_completion")
-    parser.add_argument("--rounds", type=int, default=2, help="alternating timing rounds; best of each is kept (default 2)")
-    args = parser.parse_args()
-    seeds, rollouts, new_tokens = ([0, 1], 2, 32) if args.quick else ([0, 1, 2, 3, 4, 5, 6, 7], 2, 64)
-    batch_size = len(seeds) * rollouts
+    _, rollouts, new_tokens, rounds = engine_arguments(__doc__.splitlines()[0])
     model, tokenizer = load_model()
-    backend = HFBackend(model, tokenizer, batch_size=batch_size)
-    params = SamplingConfig(max_new_tokens=new_tokens, temperature=0.7, seed=11)
-    run_episodes(backend, lambda: make_env(args.family), seeds[:1], 1, SamplingConfig(max_new_tokens=4))  # warm-up
+    params = SamplingConfig(max_new_tokens=new_tokens, temperature=0.7, seed=11, stop=("\n",))
+    new, old = HFBackend(model, tokenizer, batch_size=rollouts), old_backend(model, tokenizer, batch_size=rollouts)
+    warm = run_episodes(new, four_turn_env, [1], 1, SamplingConfig(max_new_tokens=2, seed=0))
+    replay_rollouts(old, warm, SamplingConfig(max_new_tokens=2, seed=0))
 
-    engine, plain = _Clock(), _Clock()
-    for _ in range(args.rounds):  # alternate, keep the best of each: load on the machine hits both alike
-        with engine:
-            episodes = run_episodes(backend, lambda: make_env(args.family), seeds, rollouts, params)
-        with plain:
-            plain_tokens = sum(
-                plain_generate(model, tokenizer, contexts, turn_params(params, k), batch_size)
-                for k, contexts in enumerate(turn_contexts(episodes))
-            )
-    engine_tokens = sum(sum(e.loss_mask) for e in episodes)
+    clocks, fed = {"new": Clock(), "old": Clock()}, {}
+    episodes: list[Episode] = []
+    for _ in range(rounds):  # alternate, keep the best of each: load on the machine hits both alike
+        with clocks["new"], FedTokens(model) as counter:
+            episodes = run_episodes(new, four_turn_env, [0], rollouts, params, hint_fraction=0.25)
+        fed["new"] = counter.count
+        with clocks["old"], FedTokens(model) as counter:
+            old_sampled = replay_rollouts(old, episodes, params)
+        fed["old"] = counter.count
 
-    turns = sum(max(e.turn_ids) + 1 for e in episodes)
-    print(f"{args.family}: {len(episodes)} episodes, {turns} turns, batch {batch_size}, "
-          f"<= {new_tokens} new tokens per turn, {torch.get_num_threads()} threads, best of {args.rounds} rounds")
-    for name, clock, tokens in (("rollout engine", engine, engine_tokens), ("plain generate", plain, plain_tokens)):
-        print(f"{name}: {tokens} tokens in {clock.wall:.1f} s wall = {tokens / clock.wall:.1f} tok/s; "
-              f"{clock.cpu:.1f} s CPU = {tokens / clock.cpu:.1f} tok/CPU-s")
-    wall_ratio = (engine_tokens / engine.wall) / (plain_tokens / plain.wall)
-    cpu_ratio = (engine_tokens / engine.cpu) / (plain_tokens / plain.cpu)
-    print(f"throughput ratio engine/plain generate: {wall_ratio:.2f} wall, {cpu_ratio:.2f} CPU time (goal >= 0.8)")
+    turns = [e.turn_ids.count(k) for e in episodes for k in range(max(e.turn_ids) + 1)]
+    print(f"{len(episodes)} episodes (one group, {sum(e.hinted for e in episodes)} hinted), {len(turns)} turns "
+          f"(four-turn episodes: {sum(max(e.turn_ids) == 3 for e in episodes)}), {sum(turns) / len(turns):.1f} sampled tokens "
+          f"a turn (longest {max(turns)}), T={params.temperature}, {torch.get_num_threads()} threads, best of {rounds} rounds")
+    sampled = {"new": sum(turns), "old": old_sampled}
+    for side, name in (("new", "new engine"), ("old", f"re-encoding ({BASELINE}), same contexts")):
+        print(f"{name}: {clocks[side].wall:.1f} s wall, {clocks[side].cpu:.1f} s CPU; {sampled[side]} tokens sampled; "
+              f"{fed[side] / len(episodes):.0f} tokens fed to the model per episode")
+    print(speedup_line(clocks["old"], clocks["new"], goal=3))
+
 
 if __name__ == "__main__":
     main()

@@ -1,4 +1,5 @@
-"""GRPO trainer on the tiny model: gradient sign, zero-variance groups, hint stripping, artifacts."""
+"""GRPO trainer on the tiny model: gradient sign, the packed step against the unpacked one, zero-variance
+groups, hint stripping, artifacts."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from tracegym.adapters.artifacts import write_artifacts
 from tracegym.adapters.config import CreditConfig, GRPOConfig
 from tracegym.adapters.grpo import GRPOTrainer, read_log, varied_groups
 from tracegym.adapters.lora import attach_lora, trainable_state
-from tracegym.adapters.policy_loss import episode_batch, token_logprobs
+from tracegym.adapters.policy_loss import group_batches, token_logprobs
 from tracegym.cli import main
 from tracegym.config import RolloutConfig, config_dict
 from tracegym.models import tiny_model
@@ -21,18 +22,18 @@ from tracegym.schema import AdapterArtifact, EnvSpec
 from tracegym.synth_envs.registry import make_env
 
 
-def _trainer(tmp_path, env=ProseEnv, max_new_tokens=12, credit="trace", **overrides):
+def _trainer(tmp_path, env=ProseEnv, max_new_tokens=12, credit="trace", temperature=1.0, **overrides):
     model, tokenizer = chatty_tiny_model()
     settings = dict(steps=1, groups_per_step=1, group_size=4, learning_rate=1e-2, lora_rank=4, save_every=1)
     config = GRPOConfig(**{**settings, **overrides}, credit=CreditConfig(credit=credit))
-    rollout = RolloutConfig(max_new_tokens=max_new_tokens)
+    rollout = RolloutConfig(temperature=temperature, max_new_tokens=max_new_tokens)
     return GRPOTrainer(attach_lora(model, rank=config.lora_rank), tokenizer, env, config, rollout, tmp_path)
 
 
-def _sampled_logprob(trainer, batch, row):
+def _sampled_logprob(trainer, episode):
+    (group,) = group_batches([episode], torch.zeros(1, len(episode.completion_ids)), trainer.pad_id)
     with torch.no_grad():
-        logp = token_logprobs(trainer.model, batch.rows(slice(row, row + 1)))
-    return float((logp * batch.loss_mask[row : row + 1]).sum())
+        return float((token_logprobs(trainer.model, group) * group.loss_mask).sum())
 
 
 def test_positive_advantage_tokens_get_more_likely(tmp_path):
@@ -41,13 +42,61 @@ def test_positive_advantage_tokens_get_more_likely(tmp_path):
     width = max(len(e.completion_ids) for e in episodes)
     advantages = torch.zeros(2, width)
     advantages[0], advantages[1] = 1.0, -1.0
-    batch = episode_batch(episodes, advantages, trainer.pad_id)
-    assert batch.loss_mask.sum() > 0
-    before = [_sampled_logprob(trainer, batch, row) for row in range(2)]
-    trainer.update(batch)
-    after = [_sampled_logprob(trainer, batch, row) for row in range(2)]
+    assert all(sum(e.loss_mask) > 0 for e in episodes)
+    before = [_sampled_logprob(trainer, e) for e in episodes]
+    trainer.update(episodes, advantages)
+    after = [_sampled_logprob(trainer, e) for e in episodes]
     assert after[0] > before[0]
     assert after[1] < before[1]
+
+
+def _unpacked_loss(policy, episodes, advantages, temperature):
+    """The GRPO loss of one batch used once (ratio exp(logp - logp.detach())), token mean, each
+    episode's whole sequence run on its own."""
+    tokens = sum(sum(e.loss_mask) for e in episodes)
+    loss = torch.zeros(())
+    for episode, advantage in zip(episodes, advantages):
+        prompt, completion = episode.train_prompt_ids, torch.tensor(episode.completion_ids)
+        ids = torch.tensor([prompt + episode.completion_ids])
+        logits = policy(input_ids=ids).logits[0, len(prompt) - 1 : -1].float() / temperature
+        logprobs = logits.log_softmax(-1).gather(-1, completion[:, None])[:, 0]
+        mask = torch.tensor(episode.loss_mask, dtype=torch.float32)
+        loss = loss - (torch.exp(logprobs - logprobs.detach()) * advantage[: len(completion)] * mask).sum() / tokens
+    return loss
+
+
+def test_packed_step_equals_the_unpacked_step(tmp_path):
+    """Two groups with hinted rollouts, one group split into micro-batches, temperature 0.7: loss and
+    LoRA gradients of `update` equal those of running each episode's whole sequence; no
+    old-log-prob pass (two forwards, prompt and continuations, per micro-batch)."""
+    trainer = _trainer(tmp_path, hint_fraction=0.5, micro_batch_size=3, temperature=0.7, max_grad_norm=1e9)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # LoRA B starts at zero, which would zero every gradient of A
+        for p in trainer.policy.parameters():
+            if p.requires_grad:
+                p.copy_(torch.randn(p.shape, generator=generator) * 0.05)
+    episodes = trainer.rollouts([3, 4])
+    assert len({tuple(e.train_prompt_ids) for e in episodes}) == 2 and sum(e.hinted for e in episodes) == 4
+    assert any(e.train_prompt_ids != e.prompt_ids for e in episodes)
+    advantages = torch.randn(len(episodes), max(len(e.completion_ids) for e in episodes), generator=generator)
+    trainable = {n: p for n, p in trainer.policy.named_parameters() if p.requires_grad}
+
+    trainer.policy.train()
+    expected_loss = _unpacked_loss(trainer.policy, episodes, advantages, 0.7)
+    expected_loss.backward()
+    expected = {n: p.grad.clone() for n, p in trainable.items()}
+    trainer.optimizer.zero_grad(set_to_none=True)
+
+    got: dict[str, torch.Tensor] = {}
+    trainer.optimizer.step = lambda *args, **kwargs: got.update({n: p.grad.clone() for n, p in trainable.items()})
+    forwards = [0]
+    trainer.policy.get_base_model().register_forward_pre_hook(lambda *args: forwards.__setitem__(0, forwards[0] + 1))
+    record = trainer.update(episodes, advantages)
+    assert forwards[0] == 2 * 4  # each group of 4 in micro-batches of 3 + 1
+    assert abs(record["loss"] - expected_loss.item()) < 1e-4
+    assert max(g.abs().max().item() for g in expected.values()) > 1e-2
+    for name, gradient in expected.items():
+        assert torch.allclose(got[name], gradient, atol=1e-4), name
 
 
 def _episode(seed: int, reward: float) -> Episode:
@@ -81,19 +130,20 @@ def test_update_sees_the_prompt_without_the_hint(tmp_path):
     assert len(hinted) == 2
     hint_text = trainer.tokenizer.decode(hinted[0].prompt_ids)
     assert HINT_SEPARATOR.strip() in hint_text
-    batch = episode_batch(episodes, torch.zeros(len(episodes), 1), trainer.pad_id)
+    (group,) = group_batches(episodes, torch.zeros(len(episodes), 1), trainer.pad_id)
+    assert group.prompt_ids.tolist() == episodes[0].train_prompt_ids
+    assert HINT_SEPARATOR.strip() not in trainer.tokenizer.decode(group.prompt_ids)
     for row, episode in enumerate(episodes):
-        ids = batch.input_ids[row][batch.attention_mask[row] == 1].tolist()
-        assert ids == episode.train_prompt_ids + episode.completion_ids
-        assert HINT_SEPARATOR.strip() not in trainer.tokenizer.decode(ids)
+        assert episode.train_prompt_ids == group.prompt_ids.tolist()
+        assert group.completion_ids[row, : len(episode.completion_ids)].tolist() == episode.completion_ids
     # Unhinted episodes were sampled from exactly this context at temperature 1.0: the recomputed
-    # (left-padded, batched) log-probs are the sampling log-probs.
+    # (prompt-shared) log-probs are the sampling log-probs.
     with torch.no_grad():
-        recomputed = token_logprobs(trainer.model, batch)
+        recomputed = token_logprobs(trainer.model, group)
     for row, episode in enumerate(episodes):
         if episode.hinted:
             continue
-        mask = batch.loss_mask[row] == 1
+        mask = group.loss_mask[row] == 1
         sampled = torch.tensor([lp for lp, m in zip(episode.logprobs, episode.loss_mask) if m])
         assert torch.allclose(recomputed[row][mask], sampled, atol=1e-4)
 

@@ -1,21 +1,34 @@
-"""2-step smoke of benchmarks/learning.py on the tiny model: the whole comparison runs end to end."""
+"""Smoke of benchmarks/learning.py --quick on the tiny model: both families, both credits, the paired
+comparisons, result.json and the curves PNG."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
-BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "learning.py"
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
-def test_learning_benchmark_quick(tmp_path, capsys):
-    spec = importlib.util.spec_from_file_location("learning_benchmark", BENCHMARK)
+def test_learning_benchmark_quick(tmp_path, capsys, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    spec = importlib.util.spec_from_file_location("learning_benchmark", BENCHMARKS / "learning.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.main(["--quick", "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "result.json").read_text())
-    assert [(r["credit"], len(r["train_reward"])) for r in result["runs"]] == [("trace", 2), ("grpo", 2)]
-    assert (tmp_path / "warm_start" / "adapter_model.safetensors").is_file()
-    assert (tmp_path / "trace_0" / "checkpoint" / "trainer_state.pt").is_file()
-    assert "RATIO trace / plain GRPO" in capsys.readouterr().out
+    assert [f["family"] for f in result["families"]] == ["precondition_verification", "error_recovery"]
+    for family in result["families"]:
+        assert [(r["credit"], len(r["train_reward"]), r["rollouts"]) for r in family["runs"]] == [("trace", 2, 4), ("grpo", 2, 4)]
+        comparison = family["comparison"]
+        assert set(comparison["after_minus_before"]) == {"trace", "grpo"}
+        held_out = family["before"]["summary"]["greedy_reward"]["n"]
+        assert held_out == 3 and comparison["trace_minus_grpo"]["greedy_reward"]["n"] == held_out
+        folder = tmp_path / family["family"]
+        assert (folder / "warm_start" / "adapter_model.safetensors").is_file()
+        assert (folder / "trace_0" / "checkpoint" / "trainer_state.pt").is_file()
+        assert not (folder / "trace_0" / "checkpoint" / "adapter" / "reference").exists()
+    assert (tmp_path / "curves.png").stat().st_size > 0
+    assert "trace - grpo" in capsys.readouterr().out
+    sys.modules.pop("learning_report", None)

@@ -79,7 +79,7 @@ class ScriptedBackend(GenerationBackend):
         full = render_chat(self.tokenizer, [{"role": "system", "content": "s"}, {"role": "assistant", "content": text}], False)
         return full[len(self.header) : len(full) - len(self.suffix)]
 
-    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingConfig) -> list[Completion]:
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingConfig, seeds: Sequence[int] | None = None) -> list[Completion]:
         out = []
         for prompt in prompts:
             text = self.tokenizer.decode(prompt)

@@ -1,30 +1,40 @@
 """Generation backends behind one interface, shared by rollouts, the LLM judge and evaluation.
 
-`HFBackend` samples with transformers' `generate` (batched, left-padded, KV cache) on CPU or GPU
-and returns each completion's token ids and sampling log-probabilities. Prompts are chat
-messages rendered with the tokenizer's chat template; `tool` messages (from ingested runs) are
-shown to the model as user turns wrapped in `<tool_response>` (tracegym.toolcalls).
+`GenerationBackend.generate` samples one completion per token-id prompt; `chat` renders chat
+messages with the tokenizer's chat template first (`tool` messages from ingested runs are shown to
+the model as user turns wrapped in `<tool_response>`, tracegym.toolcalls). A multi-turn caller
+opens a `session()`: its calls may reuse work for prompts that extend earlier prompts and
+completions (HFBackend keeps each row's KV cache, tracegym.kv_session).
+
+Sampling seeds are per row: `seeds[i]` alone decides row i's random draws, so a prompt's completion
+does not depend on what else is in the call, its position or the batch size.
 """
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Sequence
-
-import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Sequence
 
 from tracegym.schema import Message
 from tracegym.toolcalls import render_tool_call, render_tool_response
 
+if TYPE_CHECKING:  # torch and transformers load only where a model runs
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
 
 @dataclass(frozen=True)
 class SamplingConfig:
-    """Sampling settings. temperature 0 means greedy; `seed` makes a call reproducible.
+    """Sampling settings. temperature 0 means greedy; top_p in (0, 1] keeps the smallest set of
+    most likely tokens whose probability reaches it (default 1.0: all); `stop` strings end a
+    completion like the end-of-turn token does.
 
-    max_new_tokens None: fitted to the environment by `tracegym.rollout.run_episodes`; a backend
-    needs a number.
+    seed: base of the per-row seeds when a call gives none (row i gets sampling_seed(seed, i));
+    None draws them from torch's global generator.
+    max_new_tokens: per completion; None is fitted to the environment by
+    `tracegym.rollout.run_episodes`, and a backend needs a number.
     """
 
     max_new_tokens: int | None = None
@@ -32,6 +42,16 @@ class SamplingConfig:
     top_p: float = 1.0
     seed: int | None = None
     stop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens is not None and self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if any(not stop for stop in self.stop):
+            raise ValueError("stop strings must not be empty")
 
 
 @dataclass
@@ -44,6 +64,14 @@ class Completion:
     token_ids: list[int]
     logprobs: list[float] = field(default_factory=list)
     finish_reason: str = "stop"
+
+
+def sampling_seed(*parts: int) -> int:
+    """A 63-bit seed mixed from integer `parts` (blake2b of their decimal text): distinct tuples
+    such as (base seed, episode seed, rollout, turn) give unrelated seeds, where sums like
+    base + 7919·turn collide."""
+    digest = hashlib.blake2b(",".join(str(int(part)) for part in parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
 
 
 def _as_template_dict(message: Message | dict[str, Any]) -> dict[str, str]:
@@ -73,8 +101,15 @@ class GenerationBackend(ABC):
     tokenizer: PreTrainedTokenizerBase
 
     @abstractmethod
-    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingConfig) -> list[Completion]:
-        """One completion per prompt, in order."""
+    def generate(
+        self, prompts: Sequence[Sequence[int]], params: SamplingConfig, seeds: Sequence[int] | None = None
+    ) -> list[Completion]:
+        """One completion per prompt, in order; `seeds[i]` seeds row i's sampling (None: see
+        SamplingConfig.seed)."""
+
+    def session(self) -> "GenerationSession":
+        """A session for calls whose prompts extend earlier ones (this default re-sends them)."""
+        return GenerationSession(self)
 
     def chat(
         self, conversations: Sequence[Sequence[Message | dict[str, Any]]], params: SamplingConfig
@@ -83,77 +118,48 @@ class GenerationBackend(ABC):
         return self.generate([render_chat(self.tokenizer, c) for c in conversations], params)
 
 
+class GenerationSession:
+    """Calls of one backend whose prompts extend earlier prompts and completions (the turns of
+    multi-turn rollouts). This base version passes every call to `backend.generate`; a backend
+    may keep state between calls (HFBackend keeps KV caches). A session's state is only valid for
+    the weights it was computed with: open one per rollout, never across an optimizer step. Use it
+    as a context manager, which frees that state on exit."""
+
+    def __init__(self, backend: GenerationBackend) -> None:
+        self.backend = backend
+
+    def generate(
+        self, prompts: Sequence[Sequence[int]], params: SamplingConfig, seeds: Sequence[int] | None = None
+    ) -> list[Completion]:
+        """As `GenerationBackend.generate`."""
+        return self.backend.generate(prompts, params, seeds)
+
+    def close(self) -> None:
+        """Free what the session keeps between calls."""
+
+    def __enter__(self) -> "GenerationSession":
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+        self.close()
+
+
 class HFBackend(GenerationBackend):
-    """transformers `generate` in batches of `batch_size` prompts (sorted by length to limit padding)."""
+    """A transformers causal LM on CPU or GPU: batches of up to `batch_size` rows (default 16), a
+    decode loop of our own over KV caches kept across a session's calls (tracegym.kv_session)."""
 
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, batch_size: int = 16) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
-    @torch.no_grad()
-    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingConfig) -> list[Completion]:
-        if params.max_new_tokens is None:
-            raise ValueError("SamplingConfig.max_new_tokens is None: set it, or fit it to an environment with run_episodes")
-        if params.seed is not None:
-            torch.manual_seed(params.seed)
-        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
-        results: dict[int, Completion] = {}
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start : start + self.batch_size]
-            for index, completion in zip(batch, self._generate_batch([prompts[i] for i in batch], params)):
-                results[index] = completion
-        return [results[i] for i in range(len(prompts))]
+    def generate(
+        self, prompts: Sequence[Sequence[int]], params: SamplingConfig, seeds: Sequence[int] | None = None
+    ) -> list[Completion]:
+        with self.session() as session:
+            return session.generate(prompts, params, seeds)
 
-    def _generate_batch(self, prompts: list[Sequence[int]], params: SamplingConfig) -> list[Completion]:
-        device = self.model.device
-        width = max(len(p) for p in prompts)
-        input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
-        attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
-        for row, prompt in enumerate(prompts):
-            input_ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
-            attention_mask[row, width - len(prompt) :] = 1
-        sampling = params.temperature > 0
-        extra: dict[str, Any] = {"stop_strings": list(params.stop), "tokenizer": self.tokenizer} if params.stop else {}
-        output = self.model.generate(
-            input_ids=input_ids.to(device),
-            attention_mask=attention_mask.to(device),
-            max_new_tokens=params.max_new_tokens,
-            do_sample=sampling,
-            temperature=params.temperature if sampling else None,
-            top_p=params.top_p if sampling else None,
-            top_k=None,
-            pad_token_id=self.pad_id,
-            eos_token_id=self.tokenizer.eos_token_id,
-            return_dict_in_generate=True,
-            output_scores=True,
-            **extra,
-        )
-        new_tokens = output.sequences[:, width:].cpu()
-        logprobs = torch.stack(output.scores, dim=1).float().log_softmax(-1).cpu()
-        chosen = logprobs.gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
-        completions = []
-        for row in range(len(prompts)):
-            ids = new_tokens[row].tolist()
-            length, stopped = self._length(ids, params)
-            ids = ids[:length]
-            completions.append(
-                Completion(
-                    text=self.tokenizer.decode(ids, skip_special_tokens=True),
-                    token_ids=ids,
-                    logprobs=chosen[row, :length].tolist(),
-                    finish_reason="stop" if stopped else "length",
-                )
-            )
-        return completions
+    def session(self) -> GenerationSession:
+        from tracegym.kv_session import KVSession
 
-    def _length(self, ids: list[int], params: SamplingConfig) -> tuple[int, bool]:
-        """Tokens to keep (through the end-of-turn token or a stop string) and whether it stopped."""
-        eos = self.tokenizer.eos_token_id
-        if eos in ids:
-            return ids.index(eos) + 1, True
-        if params.stop:
-            for length in range(1, len(ids) + 1):
-                text = self.tokenizer.decode(ids[:length])
-                if any(text.endswith(stop) for stop in params.stop):
-                    return length, True
-        return len(ids), False
+        return KVSession(self)

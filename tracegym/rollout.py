@@ -1,10 +1,17 @@
 """Batched multi-turn rollouts of a policy against environments, with exact token accounting.
 
-Every live episode generates its next assistant turn in one `backend.generate` call; the turn is
-stepped through its own `Environment`; tool responses are appended as user turns; finished
+Every live episode generates its next assistant turn in one call of a generation session; the
+turn is stepped through its own `Environment`; tool responses are appended as user turns; finished
 episodes drop out. The context fed to the backend is always the episode's own token ids (prompt
 plus everything sampled and appended so far), never a re-rendered chat, so the recorded tokens are
-exactly the ones the policy conditioned on.
+exactly the ones the policy conditioned on. The session of the hf backend keeps each episode's KV
+cache across its turns (only the observation and the next header are encoded) and encodes the
+prompt a group of rollouts shares once (tracegym.kv_session).
+
+Sampling seeds. Turn t of rollout r of seed s samples with seed
+sampling_seed(params.seed, s, r, t): the tokens of an episode do not depend on the other episodes
+in the call, so the same (sampling seed, seeds) draw the same random numbers before and after
+training, and the same seed listed twice gives the same episodes.
 
 Token accounting. `prompt_ids + completion_ids` equals
 `render_chat(tokenizer, messages, add_generation_prompt=False)` of the final dialogue, with two
@@ -44,7 +51,7 @@ from transformers import PreTrainedTokenizerBase
 
 from tracegym.config import RolloutConfig
 from tracegym.environment import Environment
-from tracegym.generation import Completion, GenerationBackend, SamplingConfig, render_chat
+from tracegym.generation import Completion, GenerationBackend, SamplingConfig, render_chat, sampling_seed
 from tracegym.schema import Message
 
 HINT_SEPARATOR = "\n\nHint: "
@@ -132,11 +139,6 @@ def fit_turn_budget(rollout: RolloutConfig, env: Environment, tokenizer: PreTrai
     return replace(rollout, max_new_tokens=turn_token_budget(env, tokenizer))
 
 
-def turn_params(params: SamplingConfig, turn: int) -> SamplingConfig:
-    """A distinct but reproducible sampling seed for each turn."""
-    return params if params.seed is None else replace(params, seed=params.seed + 7919 * turn)
-
-
 def _start(env: Environment, seed: int, hinted: bool, tokenizer: PreTrainedTokenizerBase) -> Episode:
     task = env.reset(seed)
     plain = [Message(role="system", content=env.system_prompt), Message(role="user", content=task)]
@@ -203,12 +205,16 @@ def run_episodes(
     live = list(range(len(episodes)))
     bar = tqdm(total=len(episodes), desc="rollouts", unit="episode", disable=not progress)
     turn = 0
-    while live:
-        contexts = [episodes[i].prompt_ids + episodes[i].completion_ids for i in live]
-        completions = backend.generate(contexts, turn_params(params, turn))
-        still = [i for i, c in zip(live, completions) if _advance(episodes[i], envs[i], c, segments)]
-        bar.update(len(live) - len(still))
-        bar.set_postfix(turn=turn, live=len(still))
-        live, turn = still, turn + 1
+    with backend.session() as session:
+        while live:
+            contexts = [episodes[i].prompt_ids + episodes[i].completion_ids for i in live]
+            seeds = None if params.seed is None else [
+                sampling_seed(params.seed, episodes[i].seed, i % rollouts_per_seed, turn) for i in live
+            ]
+            completions = session.generate(contexts, params, seeds)
+            still = [i for i, c in zip(live, completions) if _advance(episodes[i], envs[i], c, segments)]
+            bar.update(len(live) - len(still))
+            bar.set_postfix(turn=turn, live=len(still))
+            live, turn = still, turn + 1
     bar.close()
     return episodes

@@ -1,0 +1,282 @@
+"""HFBackend's generation session: every row's KV cache kept across calls, prompt prefixes that
+several rows share encoded once, and a decode loop with one seeded sampler per row.
+
+A multi-turn rollout calls `generate` once per turn with every live episode's whole context. The
+session remembers, for each row of its previous call, the keys and values of the tokens it fed (the
+prompt and every sampled token but the last) and starts each new prompt from the remembered row
+with the longest common prefix, so only the new tokens (the last sampled token, the observation,
+the next assistant header) are encoded. Before a call is decoded, the prefix that all its distinct
+prompts share (an environment's system prompt) and every prompt that several rows share (a GRPO
+group's) are encoded once and remembered too, when they add at least MIN_SHARED_TOKENS tokens.
+
+Layout. The rows of a call are decoded together in key/value buffers of fixed capacity per layer
+(rows, kv heads, columns, head dim): row i's reused cache right-aligned in the first W columns (W
+the longest reuse), its new tokens right-aligned in the next block, then one column per decode
+step. Columns a row does not use are masked out (2-D attention mask, which transformers combines
+with the causal mask by column) and explicit position ids keep each row's positions contiguous, so
+the padding changes no row's values. The buffers are written in place (transformers' DynamicLayer
+concatenates the whole cache at every step). After the call each row's used columns are copied out
+compactly: rows are re-padded once per call, not once per token.
+
+Caches hold the weights they were computed with: a session must not outlive an optimizer step.
+Only decoder models whose every layer attends to the full context are supported (no sliding
+window); transformers >= 5.x's `cache=` forward argument and Cache layer API are used.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+import torch
+from transformers import PreTrainedModel
+from transformers.cache_utils import Cache, DynamicLayer
+
+from tracegym.generation import Completion, GenerationSession, SamplingConfig, sampling_seed
+from tracegym.sampling import RowSampler, ends_with_stop
+
+if TYPE_CHECKING:
+    from tracegym.generation import HFBackend
+
+MIN_SHARED_TOKENS = 32  # a shared prefix shorter than this costs an extra forward for little gain
+
+
+@dataclass
+class _Entry:
+    """A remembered cache: `keys` (layers, kv heads, len(ids), key dim) and `values` (layers, kv
+    heads, len(ids), value dim) of the tokens `ids`."""
+
+    ids: np.ndarray
+    keys: torch.Tensor
+    values: torch.Tensor
+
+
+def _common_length(a: np.ndarray, b: np.ndarray) -> int:
+    """Length of the common prefix of two token arrays."""
+    n = min(len(a), len(b))
+    differ = np.flatnonzero(a[:n] != b[:n])
+    return int(differ[0]) if differ.size else n
+
+
+class _BufferLayer(DynamicLayer):
+    """One layer's keys and values for the rows of a `_Rows` batch: buffers of `capacity` columns,
+    allocated on the first update (shapes from the model), the reused caches of `sources` copied into
+    the first `width` columns, then written in place."""
+
+    def __init__(self, index: int, sources: list[tuple[_Entry | None, int]], width: int, capacity: int) -> None:
+        super().__init__()
+        self.index, self.sources, self.width, self.capacity, self.length = index, sources, width, capacity, width
+
+    def _allocate(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        rows, heads, _, key_dim = key_states.shape
+        # zeros, not empty: masked columns get weight 0, and 0 * NaN garbage would still be NaN
+        self.key_buffer = key_states.new_zeros(rows, heads, self.capacity, key_dim)
+        self.value_buffer = value_states.new_zeros(rows, heads, self.capacity, value_states.shape[-1])
+        for row, (entry, reuse) in enumerate(self.sources):
+            if reuse:
+                self.key_buffer[row, :, self.width - reuse : self.width] = entry.keys[self.index, :, :reuse]
+                self.value_buffer[row, :, self.width - reuse : self.width] = entry.values[self.index, :, :reuse]
+        self.sources = []  # let consumed entries be freed
+        self.dtype, self.device, self.is_initialized = key_states.dtype, key_states.device, True
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:
+            self._allocate(key_states, value_states)
+        end = self.length + key_states.shape[-2]
+        self.key_buffer[:, :, self.length : end] = key_states
+        self.value_buffer[:, :, self.length : end] = value_states
+        self.length = end
+        self.keys, self.values = self.key_buffer[:, :, :end], self.value_buffer[:, :, :end]
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.length
+
+    def keep(self, index: torch.Tensor) -> None:
+        """Keep the rows `index` (in that order) and drop the others."""
+        self.key_buffer, self.value_buffer = self.key_buffer[index], self.value_buffer[index]
+        self.keys, self.values = self.key_buffer[:, :, : self.length], self.value_buffer[:, :, : self.length]
+
+
+class _Rows:
+    """Rows decoded together (layout in the module docstring): each starts from `sources[i]` =
+    (entry, reused length) and may be fed up to `new_columns` tokens at once, then `steps` more."""
+
+    def __init__(self, model: PreTrainedModel, sources: list[tuple[_Entry | None, int]], new_columns: int, steps: int) -> None:
+        self.model, self.device = model, model.device
+        width = max(reuse for _, reuse in sources)
+        capacity = width + new_columns + steps
+        self.valid = torch.zeros(len(sources), capacity, dtype=torch.bool, device=self.device)
+        for row, (_, reuse) in enumerate(sources):
+            self.valid[row, width - reuse : width] = True
+        self.positions = [reuse for _, reuse in sources]
+        self.column = width
+        layers = model.config.get_text_config().num_hidden_layers
+        self.cache = Cache(layers=[_BufferLayer(index, sources, width, capacity) for index in range(layers)])
+
+    def feed(self, tokens: Sequence[Sequence[int]]) -> torch.Tensor:
+        """Append each row's `tokens` (right-aligned in a block as wide as the longest; a row may
+        feed none) and return the logits after each row's last token, (rows, vocab) float32."""
+        width = max(len(t) for t in tokens)
+        pads = [width - len(t) for t in tokens]
+        ids = torch.tensor([[0] * pad + list(t) for pad, t in zip(pads, tokens)], dtype=torch.long)
+        positions = torch.tensor(
+            [[0] * pad + list(range(start, start + len(t))) for pad, t, start in zip(pads, tokens, self.positions)],
+            dtype=torch.long,
+        )
+        block = torch.tensor([[False] * pad + [True] * len(t) for pad, t in zip(pads, tokens)], dtype=torch.bool)
+        self.valid[:, self.column : self.column + width] = block.to(self.device)
+        self.positions = [start + len(t) for start, t in zip(self.positions, tokens)]
+        self.column += width
+        logits = self.model(
+            input_ids=ids.to(self.device), attention_mask=self.valid[:, : self.column],
+            position_ids=positions.to(self.device), cache=self.cache, use_cache=True, logits_to_keep=1,
+        ).logits
+        return logits[:, -1].float()
+
+    def keep(self, rows: Sequence[int]) -> None:
+        """Keep the rows `rows` (in that order) and drop the others, after their last feed."""
+        index = torch.tensor(rows, dtype=torch.long, device=self.device)
+        for layer in self.cache.layers:
+            layer.keep(index)
+        self.valid, self.positions = self.valid[index], [self.positions[row] for row in rows]
+
+    def entry(self, row: int, ids: Sequence[int]) -> _Entry:
+        """Row `row`'s cache, compacted, as the remembered cache of `ids` (the tokens it was fed)."""
+        columns = self.valid[row, : self.column].nonzero()[:, 0]
+        if len(columns) != len(ids):
+            raise RuntimeError(f"row {row} holds {len(columns)} cached tokens, expected {len(ids)}")
+        layers = self.cache.layers
+        keys = torch.stack([layer.key_buffer[row][:, columns] for layer in layers])
+        values = torch.stack([layer.value_buffer[row][:, columns] for layer in layers])
+        return _Entry(np.asarray(ids, dtype=np.int64), keys, values)
+
+
+class KVSession(GenerationSession):
+    """HFBackend's session (see the module docstring)."""
+
+    def __init__(self, backend: "HFBackend") -> None:
+        super().__init__(backend)
+        self.model, self.tokenizer, self.batch_size = backend.model, backend.tokenizer, backend.batch_size
+        layer_types = getattr(self.model.config.get_text_config(), "layer_types", None) or []
+        if any(kind != "full_attention" for kind in layer_types):
+            raise ValueError(f"{type(self.model).__name__}: the hf backend supports full-attention layers only, got {sorted(set(layer_types))}")
+        self.entries: list[_Entry | None] = []
+
+    def close(self) -> None:
+        self.entries = []
+
+    @torch.no_grad()
+    def generate(
+        self, prompts: Sequence[Sequence[int]], params: SamplingConfig, seeds: Sequence[int] | None = None
+    ) -> list[Completion]:
+        if params.max_new_tokens is None:
+            raise ValueError("SamplingConfig.max_new_tokens is None: set it, or fit it to an environment with run_episodes")
+        prompts = [[int(token) for token in prompt] for prompt in prompts]
+        if not all(prompts):
+            raise ValueError("cannot generate from an empty prompt")
+        seeds = self._row_seeds(len(prompts), params, seeds)
+        self._share(prompts)
+        plan = [self._reuse(prompt) for prompt in prompts]
+        uses = Counter(index for index, _ in plan if index is not None)
+        self.entries = [entry if uses[i] else None for i, entry in enumerate(self.entries)]
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+        completions: list[Completion | None] = [None] * len(prompts)
+        entries: list[_Entry | None] = [None] * len(prompts)
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            rows = _Rows(
+                self.model, [(self.entries[plan[i][0]] if plan[i][0] is not None else None, plan[i][1]) for i in chunk],
+                max(len(prompts[i]) - plan[i][1] for i in chunk), params.max_new_tokens,
+            )
+            logits = rows.feed([prompts[i][plan[i][1] :] for i in chunk])
+            for i in chunk:  # the buffers now hold what these rows reused
+                if plan[i][0] is not None:
+                    uses[plan[i][0]] -= 1
+                    if not uses[plan[i][0]]:
+                        self.entries[plan[i][0]] = None
+            for i, completion, entry in zip(chunk, *self._decode(rows, logits, [prompts[i] for i in chunk], params, [seeds[i] for i in chunk])):
+                completions[i], entries[i] = completion, entry
+        self.entries = entries
+        return completions  # type: ignore[return-value]
+
+    @staticmethod
+    def _row_seeds(rows: int, params: SamplingConfig, seeds: Sequence[int] | None) -> list[int]:
+        if seeds is not None:
+            if len(seeds) != rows:
+                raise ValueError(f"got {len(seeds)} seeds for {rows} prompts")
+            return [int(seed) for seed in seeds]
+        if params.seed is not None:
+            return [sampling_seed(params.seed, row) for row in range(rows)]
+        return torch.randint(0, 2**62, (rows,)).tolist()
+
+    def _reuse(self, prompt: Sequence[int], limit: int | None = None) -> tuple[int | None, int]:
+        """(index of the remembered entry sharing the longest prefix with `prompt`, tokens reused),
+        reusing at most `limit` tokens (default len(prompt) - 1: the last token is always fed)."""
+        limit = len(prompt) - 1 if limit is None else limit
+        tokens = np.asarray(prompt, dtype=np.int64)
+        best, reuse = None, 0
+        for index, entry in enumerate(self.entries):
+            if entry is not None and (length := min(_common_length(tokens, entry.ids), limit)) > reuse:
+                best, reuse = index, length
+        return best, reuse
+
+    def _share(self, prompts: list[list[int]]) -> None:
+        """Remember the prefix all distinct prompts share, and every prompt several rows share."""
+        counts = Counter(tuple(prompt) for prompt in prompts)
+        distinct = [np.asarray(prompt, dtype=np.int64) for prompt in counts]
+        shared = [prompt[:-1] for prompt, count in counts.items() if count > 1]
+        if len(distinct) > 1:
+            common = min(_common_length(distinct[0], other) for other in distinct[1:])
+            shared.insert(0, tuple(distinct[0][:common].tolist()))
+        for ids in shared:
+            index, reuse = self._reuse(ids, limit=len(ids))
+            if len(ids) - reuse >= MIN_SHARED_TOKENS:
+                rows = _Rows(self.model, [(self.entries[index] if index is not None else None, reuse)], len(ids) - reuse, 0)
+                rows.feed([ids[reuse:]])
+                self.entries.append(rows.entry(0, ids))
+
+    def _decode(
+        self, rows: _Rows, logits: torch.Tensor, prompts: list[list[int]], params: SamplingConfig, seeds: list[int]
+    ) -> tuple[list[Completion], list[_Entry]]:
+        """Sample up to max_new_tokens per row from `logits` onwards; returns the completions and the
+        rows' caches to remember. Finished rows leave the batch once they are half of it (their
+        caches are final: a row's last token is never fed), so a few long turns do not keep paying
+        for the attention of every row."""
+        sample = RowSampler(params, seeds, rows.device)
+        eos = self.tokenizer.eos_token_id
+        sampled: list[list[int]] = [[] for _ in prompts]
+        logprobs: list[list[float]] = [[] for _ in prompts]
+        finish: list[str | None] = [None] * len(prompts)
+        entries: list[_Entry | None] = [None] * len(prompts)
+        active = list(range(len(prompts)))  # the prompt of each batch row
+        for _ in range(params.max_new_tokens):  # type: ignore[arg-type]
+            tokens, token_logprobs = sample(logits, active)
+            for row, token, logprob in zip(active, tokens.tolist(), token_logprobs.tolist()):
+                if finish[row] is not None:
+                    continue
+                sampled[row].append(token)
+                logprobs[row].append(logprob)
+                if token == eos or ends_with_stop(self.tokenizer, sampled[row], params.stop):
+                    finish[row] = "stop"
+                elif len(sampled[row]) == params.max_new_tokens:
+                    finish[row] = "length"
+            live = [slot for slot, row in enumerate(active) if finish[row] is None]
+            if not live:
+                break
+            if 2 * len(live) <= len(active):
+                for slot, row in enumerate(active):
+                    if finish[row] is not None:
+                        entries[row] = rows.entry(slot, prompts[row] + sampled[row][:-1])
+                rows.keep(live)
+                active = [active[slot] for slot in live]
+            logits = rows.feed([[] if finish[row] else sampled[row][-1:] for row in active])
+        for slot, row in enumerate(active):
+            entries[row] = rows.entry(slot, prompts[row] + sampled[row][:-1])
+        completions = [
+            Completion(self.tokenizer.decode(ids, skip_special_tokens=True), ids, lps, reason)  # type: ignore[arg-type]
+            for ids, lps, reason in zip(sampled, logprobs, finish)
+        ]
+        return completions, entries  # type: ignore[return-value]
