@@ -21,7 +21,7 @@ from tracegym.eval.config import RunConfig
 from tracegym.synth_envs.synthesise import SynthConfig
 
 COMMAND_CONFIGS = {"train": TrainConfig, "synth": SynthConfig, "run": RunConfig, "diagnose": DiagnoseConfig}
-HAND_WRITTEN = {"-h", "--help", "--out", "--resume", "--config"}
+HAND_WRITTEN = {"-h", "--help", "--out", "--resume", "--config", "--quick"}  # --quick picks a preset file, like --config
 
 
 @dataclass
