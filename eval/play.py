@@ -1,6 +1,6 @@
 """A policy plays the target environment: batched episodes (tracegym.rollout) kept as τ² records.
 
-`play_target` rolls `model` out on task seeds of the target, `trials` episodes per seed, and
+`play_target` rolls `model` out (moved to the accelerator where there is one) on task seeds of the target, `trials` episodes per seed, and
 returns each episode's `EpisodeRecord` (seed-major, trial numbers 0..trials-1) with the target's
 own verdict. An episode whose turn hit its token budget is cut and graded as it stands
 (`TargetEnvironment.cut`), so every episode has a verdict and a τ² record. `outcomes` condenses
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from accelerate import PartialState
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from tracegym.eval.target import EpisodeRecord, TargetConfig, TargetEnvironment, make_target
@@ -28,7 +29,7 @@ def play_target(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, targ
         envs.append(env)
         return env
 
-    model.eval()
+    model.to(PartialState().device).eval()  # the GPU where there is one
     backend = HFBackend(model, tokenizer, batch_size=64)
     episodes = run_episodes(backend, factory, list(seeds), trials, params, progress=progress)
     played = envs[len(envs) - len(episodes):]  # the first may be the turn-budget probe
