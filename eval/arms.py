@@ -20,7 +20,7 @@ from peft import PeftModel
 
 from tracegym.adapters.train import load_base
 from tracegym.eval.play import outcomes, play_target
-from tracegym.eval.target import TargetConfig, make_target, write_runs
+from tracegym.eval.target import EpisodeRecord, TargetConfig, make_target, write_runs
 from tracegym.eval.target.config import HELDOUT_BASE
 from tracegym.generation import SamplingConfig
 from tracegym.moe_router.folder import load_policy as load_routed
@@ -52,7 +52,7 @@ def heldout_seeds(target: TargetConfig) -> list[int]:
     return list(range(HELDOUT_BASE, HELDOUT_BASE + target.heldout_tasks))
 
 
-def split_summary(records: list[Any]) -> dict[str, Any]:
+def split_summary(records: list[EpisodeRecord]) -> dict[str, Any]:
     """Per-seed rewards and successes of `records` with means and 95% intervals, and the counts."""
     per_seed = outcomes(records)
     return {

@@ -29,8 +29,10 @@ MIXTURE, BASE, PLAIN = "mixture", "base", "plain_grpo"
 COMPARED = ((MIXTURE, BASE), (MIXTURE, PLAIN))
 
 
-def number(value: float | int) -> str:
-    """How report.md prints a number: integers as they are, other values to 3 decimals."""
+def number(value: float | int | None) -> str:
+    """How report.md prints a number: integers as they are, other values to 3 decimals, None as -."""
+    if value is None:
+        return "-"
     return str(value) if isinstance(value, int) else f"{value:.3f}"
 
 
@@ -89,8 +91,8 @@ def _base_agent_section(made: dict[str, Any], rollouts: dict[str, Any]) -> list[
         lines.append(f"`{made['model']}` as it is (no warm start).")
     else:
         config = warm["config"]
-        lines.append(f"`{made['model']}` warm-started with LoRA SFT (rank {number(config['lora_rank'])}) on {number(warm['dialogues'])} oracle dialogues of the train split, "
-                     f"{number(config['steps'])} steps of {number(config['batch_size'])} dialogues; SFT loss "
+        lines.append(f"`{made['model']}` warm-started with LoRA SFT (rank {number(config['lora_rank'])}) on {number(warm['dialogues'])} oracle dialogues of the train split "
+                     f"(optimizer steps: {number(config['steps'])}, dialogues per step: {number(config['batch_size'])}); SFT loss "
                      f"{number(warm['first_loss'])} -> {number(warm['final_loss'])}; LoRA merged into the model.")
     lines += ["", f"On the train split ({number(rollouts['episodes'])} episodes, {number(rollouts['trials'])} per task, "
                   f"sampled at temperature {number(rollouts['temperature'])}): {number(rollouts['successes'])} successes, "
@@ -104,7 +106,7 @@ def _diagnosis_section(capabilities: dict[str, Any], trained: list[str]) -> list
              "| capability | Δ | Δ 95% interval | selected | adapter trained |", "|---|---|---|---|---|"]
     for stats in capabilities["capabilities"]:
         name = stats["capability"]["name"]
-        delta = "-" if stats["delta_mean"] is None else number(stats["delta_mean"])
+        delta = number(stats["delta_mean"])
         ci = "-" if not stats["delta_ci"] else f"[{number(stats['delta_ci'][0])}, {number(stats['delta_ci'][1])}]"
         lines.append(f"| `{name}` | {delta} | {ci} | {'yes' if stats['selected'] else 'no'} | {'yes' if name in trained else 'no'} |")
     unselected = [name for name in trained if name not in capabilities["selected"]]

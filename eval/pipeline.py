@@ -161,7 +161,10 @@ def calibration_rollouts(adapter_dir: Path) -> int:
 def _close_loop(run: RunDirectory, config: RunConfig, policy: str, artifacts: list[AdapterArtifact]) -> Path:
     """Plain GRPO, the router, the held-out arms and the report; returns report.md's path."""
     stage = functools.partial(_stage, run)
-    seconds = lambda name: run.manifest["stages"][name]["seconds"]  # noqa: E731
+
+    def seconds(name: str) -> float:
+        return run.manifest["stages"][name]["seconds"]
+
     adapter_dirs = [Path(a.path) for a in artifacts]
     rollouts = sum(int(a.metrics["rollouts"]) for a in artifacts)
     calibrated = sum(calibration_rollouts(d) for d in adapter_dirs)
