@@ -147,3 +147,17 @@ def test_killed_at_stages_the_run_resumes_without_redoing_finished_ones(tmp_path
     assert {"config", "versions", "inputs"} <= set(manifest) and manifest["config"]["model"] == "tiny"
     for arm in QUICK_ARMS:
         assert (out / "eval" / arm / "trajectories.jsonl").is_file() and list((out / "eval" / arm / "results").glob("*.json"))
+
+
+def test_quick_sits_under_the_config_file_and_the_flags(tmp_path):
+    from tracegym.cli import build_parser
+    from tracegym.config import resolve_config
+    from tracegym.eval.cli import QUICK
+    from tracegym.eval.config import RunConfig
+
+    (tmp_path / "c.toml").write_text("[router]\nsteps = 7\n[grpo]\ngroup_size = 3\n")
+    args = build_parser("run").parse_args(["run", "--quick", "--out", "x", "--config", str(tmp_path / "c.toml"), "--grpo-group-size", "5"])
+    config = resolve_config(RunConfig, args, QUICK)
+    assert config.model == "tiny" and config.target.train_tasks == 7  # from quick.toml
+    assert config.router.steps == 7 and config.grpo.group_size == 5  # the file over quick.toml, the flag over both
+    assert resolve_config(RunConfig, build_parser("run").parse_args(["run", "--out", "x"])).model != "tiny"
