@@ -83,7 +83,10 @@ def run_pipeline(out_dir: str | Path, config: RunConfig) -> dict[str, object]:
             artifacts.append(AdapterArtifact.model_validate_json((run.root / name / "artifact.json").read_text()))
         summary = _summary(run.root, specs, artifacts, config)
         if not config.inputs:
-            summary["report"] = str(_close_loop(run, config, policy, artifacts))
+            arms = _close_loop(run, config, policy, artifacts)
+            summary["report"] = str(run.root / "report" / "report.md")
+            summary["arms"] = {arm: {key: json.loads((run.root / "eval" / arm / "metrics.json").read_text())[key]
+                                     for key in ("success", "reward", "rollouts")} for arm in arms}
     (run.root / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
 
@@ -158,8 +161,8 @@ def calibration_rollouts(adapter_dir: Path) -> int:
     return sum(point["seeds"] * point["rollouts"] for family in families for point in family["curve"])
 
 
-def _close_loop(run: RunDirectory, config: RunConfig, policy: str, artifacts: list[AdapterArtifact]) -> Path:
-    """Plain GRPO, the router, the held-out arms and the report; returns report.md's path."""
+def _close_loop(run: RunDirectory, config: RunConfig, policy: str, artifacts: list[AdapterArtifact]) -> list[str]:
+    """Plain GRPO, the router, the held-out arms and the report; returns the arms' names."""
     stage = functools.partial(_stage, run)
 
     def seconds(name: str) -> float:
@@ -188,7 +191,7 @@ def _close_loop(run: RunDirectory, config: RunConfig, policy: str, artifacts: li
         stage(f"eval/{arm.name}", lambda folder, arm=arm: evaluate_arm(arm, config.target, config.rollout.max_new_tokens, folder))
     trained = [a.capability for a in artifacts]
     stage("report", lambda folder: write_report(run.root, [a.name for a in arms], trained, training_logs, folder))
-    return run.root / "report" / "report.md"
+    return [a.name for a in arms]
 
 
 def _route(folder: Path, adapter_dirs: list[Path], policy: str, config: RunConfig) -> list[Path]:
@@ -240,6 +243,11 @@ def format_summary(summary: dict[str, object]) -> str:
             f"{'-' if before is None else f'{before:.3f}':>7s} {'-' if after is None else f'{after:.3f}':>7s} {interval:>24s}  "
             f"{row['adapter'] or 'not trained (raise --max-adapters)'}"
         )
-    if "report" in summary:
+    if "arms" in summary:
+        lines += ["", "held-out split, greedy: success and reward [95% interval], training rollouts",
+                  f"{'arm':40s} {'success':>22s} {'reward':>22s} {'rollouts':>9s}"]
+        for arm, m in summary["arms"].items():
+            cells = [f"{m[k]['mean']:.3f} [{m[k]['low']:.3f}, {m[k]['high']:.3f}]" for k in ("success", "reward")]
+            lines.append(f"{arm[:40]:40s} {cells[0]:>22s} {cells[1]:>22s} {m['rollouts']:>9d}")
         lines.append(f"report: {summary['report']}")
     return "\n".join(lines)
