@@ -35,7 +35,7 @@ setup-gpu: sandbox-tools
 	touch $(VENV)/.installed
 
 demo: setup
-	$(VENV)/bin/tracegym run --config configs/demo.toml --out $(RUN_DIR)
+	$(VENV)/bin/tracegym run --config configs/default.toml --out $(RUN_DIR)
 
 test: setup
 	$(PY) -m pytest -q

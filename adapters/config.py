@@ -81,6 +81,8 @@ class WarmStartConfig:
     learning_rate: float = option(1e-3, "AdamW learning rate (LoRA on a format task converges in ~20 steps)")
     lora_rank: int = option(16, "LoRA rank")
     max_length: int = option(1024, "dialogues are truncated to this many tokens")
+    gradient_checkpointing: bool = option(
+        False, "recompute activations in the backward pass: less memory, more time (dialogues of thousands of tokens)")
     seed: int = option(0, "data order and LoRA init seed")
 
 

@@ -95,7 +95,7 @@ def warm_start(
         save_strategy="no",
         report_to="none",
         bf16=False,
-        gradient_checkpointing=False,
+        gradient_checkpointing=config.gradient_checkpointing,
         seed=config.seed,
         data_seed=config.seed,
         dataset_num_proc=None,

@@ -1,6 +1,9 @@
 """`tracegym run [PATH...] --out DIR`: the main job, every stage into one resumable run directory.
 
-Settings come from `RunConfig` (flags, or `--config FILE`; `configs/demo.toml` sizes a CPU demo).
+Without PATH: the loop on the target environment (base agent, its train-split runs, diagnosis,
+environments, adapters, router, held-out arms, report.md). With PATH: diagnose those runs,
+synthesise and train. Settings come from `RunConfig` (flags, `--config FILE`; `--quick` applies
+configs/quick.toml of the source checkout first: the tiny model, a smoke run in minutes).
 """
 
 from __future__ import annotations
@@ -13,14 +16,19 @@ from tracegym.config import add_config_arguments, resolve_config
 from tracegym.errors import UserError
 from tracegym.eval.config import RunConfig
 
+QUICK = Path(__file__).resolve().parents[1] / "configs" / "quick.toml"
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "run", help="ingest, diagnose, synthesise, train: the whole loop, resumable", description=__doc__.splitlines()[0]
+        "run", help="the loop on the target, or diagnose-synth-train on given runs; resumable",
+        description=__doc__.splitlines()[0]
     )
     parser.add_argument("inputs", nargs="*", type=Path, metavar="PATH",
-                        help="agent runs to diagnose (default: an example run the project writes itself)")
+                        help="agent runs to diagnose (default: the loop on the target environment)")
     parser.add_argument("--out", type=Path, required=True, help="run directory (rerun the same command to resume)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"smoke-run sizes from {QUICK.name} (tiny model, minutes), under --config and flags")
     add_config_arguments(parser, RunConfig)
     parser.set_defaults(run=run)
 
@@ -32,7 +40,9 @@ def run(args: argparse.Namespace) -> int:
     for path in args.inputs:
         if not path.exists():
             raise UserError(f"{path}: no such file or folder")
-    config = resolve_config(RunConfig, args)
+    if args.quick and not QUICK.is_file():
+        raise UserError(f"{QUICK}: --quick needs the configs folder of a source checkout; pass --config FILE instead")
+    config = resolve_config(RunConfig, args, QUICK if args.quick else None)
     if args.inputs:
         config = replace(config, inputs=[str(p) for p in args.inputs])
     try:

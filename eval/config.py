@@ -1,26 +1,70 @@
-"""The eval stage's configs: `RunConfig`, what `tracegym run` does (`SynthConfig` and `TrainConfig`
-for every adapter, plus the inputs and how many capabilities to train), and `EvaluateConfig`,
-what `tracegym eval` does. Light (no torch): the CLI builds its flags from them."""
+"""The eval stage's configs: `RunConfig`, what `tracegym run` does, and `EvaluateConfig`, what
+`tracegym eval` does. Light (no torch): the CLI builds its flags from them.
+
+`tracegym run` on someone else's runs (PATH... given) ingests, diagnoses, synthesises and trains
+one adapter per selected capability (`SynthConfig`, `TrainConfig`). Without runs it goes round the
+whole loop on the target environment (`TargetConfig`): the base agent (`BaseAgentConfig`), its
+train-split runs, diagnosis, environments, adapters trained from the base agent, the router
+(`RouterTrainingConfig`), the held-out arms and the report (`LoopConfig`).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
-from tracegym.adapters.config import EvalConfig, TrainConfig
+from tracegym.adapters.config import EvalConfig, TrainConfig, WarmStartConfig
 from tracegym.config import PolicyConfig, option
+from tracegym.eval.target.config import TargetConfig
+from tracegym.moe_router.configs import RouterTrainingConfig
 from tracegym.synth_envs.synthesise import SynthConfig
 
 
 @dataclass
-class RunConfig(TrainConfig, SynthConfig):
-    """The main job: ingest, diagnose, synthesise, and train one adapter per selected capability.
+class BaseAgentConfig(WarmStartConfig):
+    """The base agent: `model` warm-started (LoRA SFT, merged) on oracle dialogues of the target's
+    train split, short on purpose so it both solves and fails train tasks. Dialogues run
+    2,300-5,000 tokens (a 2,100-token system prompt), so `max_length` must hold them."""
 
-    The defaults are the library's (hours on 2 CPU cores); `configs/demo.toml` sizes a CPU demo.
+    flag_prefix: ClassVar[str] = "base_agent"
+    enabled: bool = option(True, "warm-start the base agent (off: the base agent is --model as it is)")
+    dialogues: int = option(14, "oracle dialogues of the first train-split seeds (at most --target-train-tasks)")
+    steps: int = option(6, "optimizer steps")
+    batch_size: int = option(2, "dialogues per step")
+    max_length: int = option(6144, "dialogues are cut at this many tokens")
+
+
+@dataclass
+class LoopConfig:
+    """The loop on the target: train-split rollouts, the plain-GRPO arm and the held-out evaluation."""
+
+    flag_prefix: ClassVar[str] = "loop"
+    train_trials: int = option(1, "sampled episodes of the base agent per train-split task (the runs diagnosed)")
+    plain_grpo: bool = option(True, "train the plain-GRPO arm on the target's train split at the adapters' total rollouts")
+    fallback_capabilities: list[str] = option(
+        help="capabilities trained when the diagnosis selects none (smoke runs; the report marks them unselected)",
+        factory=list)
+
+    def __post_init__(self) -> None:
+        if self.train_trials < 1:
+            raise ValueError(f"train_trials must be at least 1, got {self.train_trials}")
+
+
+@dataclass
+class RunConfig(TrainConfig, SynthConfig):
+    """The main job: the loop on the target environment, or diagnose-synth-train on given runs.
+
+    The defaults are the library's; `configs/default.toml` sizes the loop for 2 CPU cores,
+    `configs/quick.toml` (`--quick`) for a smoke run on the tiny model.
     """
 
-    inputs: list[str] = option(help="agent run files or folders; empty: an example run the project writes itself",
+    inputs: list[str] = option(help="agent run files or folders; empty: the loop on the target environment",
                                factory=list, flag=False)
     max_adapters: int = option(1, "capabilities trained, in order of mean Δ (the rest are listed, not trained)")
+    target: TargetConfig = option(help="the target environment", factory=TargetConfig)
+    base_agent: BaseAgentConfig = option(help="the base agent", factory=BaseAgentConfig)
+    router: RouterTrainingConfig = option(help="the token router over the adapters", factory=RouterTrainingConfig)
+    loop: LoopConfig = option(help="the loop on the target", factory=LoopConfig)
 
 
 @dataclass

@@ -1,81 +1,214 @@
 """`tracegym run`: the whole loop in one resumable run directory, as a readable sequence of stages.
 
-    trajectories/   the agent's runs, ingested          (tracegym ingest)
-    analysis/       the capabilities it lacks           (tracegym diagnose)
-    envs/           one environment spec per capability (tracegym synth)
-    adapters/<c>/   one LoRA adapter per capability     (tracegym train: warm start, calibration, GRPO)
+On the target environment (no input runs; `RunConfig.target`):
 
-Without input runs the project writes a small τ²-style example run of its own, so a fresh clone
-has something to diagnose. A stage whose artifacts are complete is skipped on rerun; an
-interrupted training stage resumes from its checkpoint (tracegym.eval.rundir).
+    base_agent/        the base agent: the model warm-started on train-split oracle dialogues
+    trajectories/      its runs on the train split (τ² Results in results/, trajectories.jsonl)
+    analysis/          the capabilities it lacks                 (tracegym diagnose)
+    envs/              one environment spec per capability       (tracegym synth)
+    adapters/<c>/      one LoRA adapter per capability, GRPO from the base agent (tracegym train)
+    plain_grpo/        GRPO on the target's train split at the adapters' total rollouts
+    router/routed/     the token router over the adapters         (tracegym route)
+    eval/<arm>/        each arm on the held-out split: metrics.json, τ² Results, trajectories
+    report/            report.md, comparisons.json, plots
+
+On someone else's runs (`tracegym run PATH...`): trajectories/ holds them ingested, then analysis,
+envs and adapters (trained from `--model`) as above; nothing is evaluated on the target.
+
+A stage whose artifacts are complete is skipped on rerun; an interrupted stage runs again in its
+folder, and a training stage resumes from its checkpoint (tracegym.eval.rundir). Library output
+goes to run.log (tracegym.eval.run_log).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import math
+import time
+from dataclasses import replace
 from pathlib import Path
+from typing import Callable, Iterable
 
 from tracegym.adapters.checkpoint import find_checkpoint
 from tracegym.adapters.grpo import CHECKPOINT_DIR
-from tracegym.adapters.train import train_adapter
-from tracegym.analysis.ingest.outputs import format_table
+from tracegym.adapters.train import load_base, train_adapter
 from tracegym.analysis.diagnose import diagnose
-from tracegym.analysis.examples import write_example_run
 from tracegym.analysis.ingest import ingest_paths
+from tracegym.analysis.ingest.outputs import format_table
 from tracegym.analysis.report import write_outputs
 from tracegym.config import config_dict
+from tracegym.eval.arms import Arm, evaluate_arm, heldout_seeds, split_summary
+from tracegym.eval.base_agent import MODEL_DIR, make_base_agent
 from tracegym.eval.config import RunConfig
+from tracegym.eval.loop_report import write_report
+from tracegym.eval.play import play_target
 from tracegym.eval.rundir import RunDirectory
+from tracegym.eval.run_log import announce, library_output_to, printed_to_log
+from tracegym.eval.target import TargetEnvironment, make_target, write_runs
+from tracegym.generation import SamplingConfig
 from tracegym.models import check_model
-from tracegym.schema import AdapterArtifact, CapabilityReport, EnvSpec, read_jsonl, write_jsonl
+from tracegym.moe_router.route import build_router
+from tracegym.schema import AdapterArtifact, Capability, CapabilityReport, EnvSpec, read_jsonl, write_jsonl
 from tracegym.synth_envs.synthesise import synthesise
 
 logger = logging.getLogger(__name__)
+RESULTS_FILE = "trajectories/results/base_agent.json"
+ROLLOUT_SEED = 2_024  # sampling seed of the base agent's train-split runs
+ROUTED = "router/routed"
 
 
 def run_pipeline(out_dir: str | Path, config: RunConfig) -> dict[str, object]:
     """Run (or resume) every stage into `out_dir`; returns the summary also written to summary.json."""
     check_model(config.model)
     run = RunDirectory(out_dir, config_dict(config), [Path(p) for p in config.inputs])
-
-    def ingest(stage: Path) -> list[Path]:
-        inputs = [Path(p) for p in config.inputs] or [write_example_run(stage / "example_run")]
-        result = ingest_paths(inputs)
-        print(format_table(result))
-        (stage / "ingest_report.json").write_text(json.dumps(result.report(), indent=1))
-        write_jsonl(result.trajectories, stage / "trajectories.jsonl")
-        return [stage / "trajectories.jsonl", stage / "ingest_report.json"]
-
-    def analyse(stage: Path) -> list[Path]:
-        trajectories = list(read_jsonl(run.root / "trajectories" / "trajectories.jsonl"))
-        inputs = [Path(p) for p in config.inputs] or [run.root / "trajectories" / "example_run"]
-        diagnosis = diagnose(trajectories, inputs, progress=True)
-        write_outputs(diagnosis, stage)
-        return [stage / "capabilities.json", stage / "report.md"]
-
-    def synth(stage: Path) -> list[Path]:
-        report = CapabilityReport.model_validate_json((run.root / "analysis" / "capabilities.json").read_text())
-        synthesise(report.selected_capabilities(), stage, config)  # calibrated per adapter, after its warm start
-        return [stage / "env_specs.jsonl", stage / "matches.json"]
-
-    run.run_stage("trajectories", ingest)
-    run.run_stage("analysis", analyse)
-    run.run_stage("envs", synth)
-    specs = list(read_jsonl(run.root / "envs" / "env_specs.jsonl", EnvSpec))
-    artifacts = []
-    for spec in specs[: config.max_adapters]:
-        stage_name = f"adapters/{spec.capability}"
-        run.run_stage(stage_name, lambda stage, spec=spec: _train(stage, spec, config))
-        artifacts.append(AdapterArtifact.model_validate_json((run.root / stage_name / "artifact.json").read_text()))
-    summary = _summary(run.root, specs, artifacts, config)
+    with library_output_to(run.root):
+        stage = functools.partial(_stage, run)
+        if config.inputs:
+            inputs, policy = [Path(p) for p in config.inputs], config.model
+            stage("trajectories", lambda folder: _ingest(folder, inputs))
+        else:
+            inputs, policy = [run.root / RESULTS_FILE], str(run.root / "base_agent" / MODEL_DIR)
+            stage("base_agent", lambda folder: _base_agent(folder, run.root, config))
+            stage("trajectories", lambda folder: _rollouts(folder, run.root, policy, config))
+        stage("analysis", lambda folder: _analyse(folder, run.root, inputs))
+        stage("envs", lambda folder: _synth(folder, run.root, config))
+        specs = list(read_jsonl(run.root / "envs" / "env_specs.jsonl", EnvSpec))
+        train_config = replace(config, model=policy)
+        artifacts = []
+        for spec in specs[: config.max_adapters]:
+            name = f"adapters/{spec.capability}"
+            stage(name, lambda folder, spec=spec: _train(folder, spec, train_config))
+            artifacts.append(AdapterArtifact.model_validate_json((run.root / name / "artifact.json").read_text()))
+        summary = _summary(run.root, specs, artifacts, config)
+        if not config.inputs:
+            arms = _close_loop(run, config, policy, artifacts)
+            summary["report"] = str(run.root / "report" / "report.md")
+            summary["arms"] = {arm: {key: json.loads((run.root / "eval" / arm / "metrics.json").read_text())[key]
+                                     for key in ("success", "reward", "rollouts")} for arm in arms}
     (run.root / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
 
 
-def _train(stage: Path, spec: EnvSpec, config: RunConfig) -> list[Path]:
-    train_adapter(spec, stage, config, resume=find_checkpoint(stage / CHECKPOINT_DIR) is not None)
-    return [stage / "artifact.json", stage / "adapter_model.safetensors"]
+def _stage(run: RunDirectory, name: str, work: Callable[[Path], Iterable[Path]]) -> None:
+    done = run.is_complete(name)
+    announce(name, done)
+    if not done:
+        run.run_stage(name, work)
+
+
+def _ingest(folder: Path, inputs: list[Path]) -> list[Path]:
+    result = ingest_paths(inputs)
+    print(format_table(result))
+    (folder / "ingest_report.json").write_text(json.dumps(result.report(), indent=1))
+    write_jsonl(result.trajectories, folder / "trajectories.jsonl")
+    return [folder / "trajectories.jsonl", folder / "ingest_report.json"]
+
+
+def _base_agent(folder: Path, root: Path, config: RunConfig) -> list[Path]:
+    with printed_to_log(root):
+        return make_base_agent(config.model, config.base_agent, config.target, folder)
+
+
+def _rollouts(folder: Path, root: Path, policy: str, config: RunConfig) -> list[Path]:
+    """The base agent's sampled runs on the train split, written as τ² Results + trajectories."""
+    model, tokenizer = load_base(policy)
+    params = SamplingConfig(max_new_tokens=config.rollout.max_new_tokens, temperature=config.rollout.temperature,
+                            seed=ROLLOUT_SEED)
+    started = time.perf_counter()
+    records = play_target(model, tokenizer, config.target, range(config.target.train_tasks), config.loop.train_trials, params)
+    results = root / RESULTS_FILE
+    write_runs(make_target(config.target), records, results, folder / "trajectories.jsonl", agent="tracegym:base_agent",
+               model=config.model)
+    summary = {**split_summary(records), "trials": config.loop.train_trials, "temperature": config.rollout.temperature,
+               "seconds": round(time.perf_counter() - started, 1)}
+    (folder / "rollouts.json").write_text(json.dumps(summary, indent=1))
+    return [results, folder / "trajectories.jsonl", folder / "rollouts.json"]
+
+
+def _analyse(folder: Path, root: Path, inputs: list[Path]) -> list[Path]:
+    trajectories = list(read_jsonl(root / "trajectories" / "trajectories.jsonl"))
+    write_outputs(diagnose(trajectories, inputs, progress=True), folder)
+    return [folder / "capabilities.json", folder / "report.md"]
+
+
+def trained_capabilities(report: CapabilityReport, fallback: list[str]) -> list[Capability]:
+    """The selected capabilities, or when none is selected the `fallback` ones the report lists."""
+    if report.selected or not fallback:
+        return report.selected_capabilities()
+    listed = {s.capability.name: s.capability for s in report.capabilities}
+    return [listed[name] for name in fallback if name in listed]
+
+
+def _synth(folder: Path, root: Path, config: RunConfig) -> list[Path]:
+    report = CapabilityReport.model_validate_json((root / "analysis" / "capabilities.json").read_text())
+    synthesise(trained_capabilities(report, config.loop.fallback_capabilities), folder, config)  # calibrated per adapter
+    return [folder / "env_specs.jsonl", folder / "matches.json"]
+
+
+def _train(folder: Path, spec: EnvSpec, config: RunConfig, env_factory: Callable[[], TargetEnvironment] | None = None) -> list[Path]:
+    train_adapter(spec, folder, config, resume=find_checkpoint(folder / CHECKPOINT_DIR) is not None, env_factory=env_factory)
+    return [folder / "artifact.json", folder / "adapter_model.safetensors"]
+
+
+def calibration_rollouts(adapter_dir: Path) -> int:
+    """Episodes the adapter's calibration played (0 without calibration.json)."""
+    path = adapter_dir / "calibration.json"
+    if not path.is_file():
+        return 0
+    families = json.loads(path.read_text())["families"]
+    return sum(point["seeds"] * point["rollouts"] for family in families for point in family["curve"])
+
+
+def _close_loop(run: RunDirectory, config: RunConfig, policy: str, artifacts: list[AdapterArtifact]) -> list[str]:
+    """Plain GRPO, the router, the held-out arms and the report; returns the arms' names."""
+    stage = functools.partial(_stage, run)
+
+    def seconds(name: str) -> float:
+        return run.manifest["stages"][name]["seconds"]
+
+    adapter_dirs = [Path(a.path) for a in artifacts]
+    rollouts = sum(int(a.metrics["rollouts"]) for a in artifacts)
+    calibrated = sum(calibration_rollouts(d) for d in adapter_dirs)
+    adapters_seconds = sum(seconds(f"adapters/{a.capability}") for a in artifacts)
+    arms = [Arm("base", "model", policy, "", policy, 0, 0, 0.0)]
+    for artifact, folder in zip(artifacts, adapter_dirs):
+        arms.append(Arm(f"adapter_{artifact.capability}", "peft", str(folder), "", policy, int(artifact.metrics["rollouts"]),
+                        calibration_rollouts(folder), seconds(f"adapters/{artifact.capability}")))
+    if artifacts:
+        stage("router", lambda folder: _route(folder, adapter_dirs, policy, config))
+        routed, spent = str(run.root / ROUTED), adapters_seconds + seconds("router")
+        arms += [Arm("task_router", "routed", routed, "task", policy, rollouts, calibrated, spent),
+                 Arm("mixture", "routed", routed, "token", policy, rollouts, calibrated, spent)]
+    training_logs = {f"adapter_{a.capability}": d for a, d in zip(artifacts, adapter_dirs)}
+    if config.loop.plain_grpo and rollouts:
+        stage("plain_grpo", lambda folder: _plain_grpo(folder, policy, rollouts, config))
+        plain = AdapterArtifact.model_validate_json((run.root / "plain_grpo" / "artifact.json").read_text())
+        arms.append(Arm("plain_grpo", "peft", plain.path, "", policy, int(plain.metrics["rollouts"]), 0, seconds("plain_grpo")))
+        training_logs["plain_grpo"] = Path(plain.path)
+    for arm in arms:
+        stage(f"eval/{arm.name}", lambda folder, arm=arm: evaluate_arm(arm, config.target, config.rollout.max_new_tokens, folder))
+    trained = [a.capability for a in artifacts]
+    stage("report", lambda folder: write_report(run.root, [a.name for a in arms], trained, training_logs, folder))
+    return [a.name for a in arms]
+
+
+def _route(folder: Path, adapter_dirs: list[Path], policy: str, config: RunConfig) -> list[Path]:
+    out = folder / "routed"
+    build_router(adapter_dirs, out, config.router, model_name=policy, overwrite=True)
+    return sorted(p for p in out.rglob("*") if p.is_file())
+
+
+def _plain_grpo(folder: Path, policy: str, rollouts: int, config: RunConfig) -> list[Path]:
+    """GRPO on the target's train split with at least `rollouts` training episodes, from the base agent."""
+    per_step = config.grpo.groups_per_step * config.grpo.group_size
+    target = config.target
+    spec = EnvSpec(capability="plain_grpo", family=TargetEnvironment.name, knobs={}, train_seeds=(0, target.train_tasks),
+                   eval_seeds=(heldout_seeds(target)[0], heldout_seeds(target)[-1] + 1))
+    plain = replace(config, model=policy, grpo=replace(config.grpo, steps=math.ceil(rollouts / per_step)),
+                    warm_start=replace(config.warm_start, enabled=False), eval=replace(config.eval, seeds=0))
+    return _train(folder, spec, plain, env_factory=functools.partial(make_target, target))
 
 
 def _summary(root: Path, specs: list[EnvSpec], artifacts: list[AdapterArtifact], config: RunConfig) -> dict[str, object]:
@@ -110,4 +243,11 @@ def format_summary(summary: dict[str, object]) -> str:
             f"{'-' if before is None else f'{before:.3f}':>7s} {'-' if after is None else f'{after:.3f}':>7s} {interval:>24s}  "
             f"{row['adapter'] or 'not trained (raise --max-adapters)'}"
         )
+    if "arms" in summary:
+        lines += ["", "held-out split, greedy: success and reward [95% interval], training rollouts",
+                  f"{'arm':40s} {'success':>22s} {'reward':>22s} {'rollouts':>9s}"]
+        for arm, m in summary["arms"].items():
+            cells = [f"{m[k]['mean']:.3f} [{m[k]['low']:.3f}, {m[k]['high']:.3f}]" for k in ("success", "reward")]
+            lines.append(f"{arm[:40]:40s} {cells[0]:>22s} {cells[1]:>22s} {m['rollouts']:>9d}")
+        lines.append(f"report: {summary['report']}")
     return "\n".join(lines)

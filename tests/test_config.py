@@ -21,7 +21,7 @@ from tracegym.eval.config import RunConfig
 from tracegym.synth_envs.synthesise import SynthConfig
 
 COMMAND_CONFIGS = {"train": TrainConfig, "synth": SynthConfig, "run": RunConfig, "diagnose": DiagnoseConfig}
-HAND_WRITTEN = {"-h", "--help", "--out", "--resume", "--config"}
+HAND_WRITTEN = {"-h", "--help", "--out", "--resume", "--config", "--quick"}  # --quick picks a preset file, like --config
 
 
 @dataclass
@@ -163,8 +163,11 @@ def test_a_planted_repeated_default_is_caught(source):
 def test_run_json_records_the_resolved_config(tmp_path):
     from tracegym.cli import main
 
+    from tracegym.analysis.examples import write_example_run
+
     (tmp_path / "c.toml").write_text("max_adapters = 0\n[grpo]\nsteps = 3\n")
-    assert main(["run", "--out", str(tmp_path / "run"), "--config", str(tmp_path / "c.toml"), "--model", "tiny",
+    example = str(write_example_run(tmp_path / "inputs"))
+    assert main(["run", example, "--out", str(tmp_path / "run"), "--config", str(tmp_path / "c.toml"), "--model", "tiny",
                  "--calibration-seeds", "5"]) == 0
     import json
 

@@ -1,4 +1,5 @@
-"""`tracegym run`: stages in order into one run directory, skipped when complete, resumed otherwise."""
+"""`tracegym run PATH...` on given runs: stages in order into one run directory, skipped when
+complete, resumed otherwise (the loop on the target: tests/test_loop.py)."""
 
 import json
 
@@ -6,14 +7,20 @@ import pytest
 
 from tracegym.cli import main
 from tracegym.adapters.config import EvalConfig, GRPOConfig, WarmStartConfig
+from tracegym.analysis.examples import write_example_run
 from tracegym.config import RolloutConfig
 from tracegym.eval.config import RunConfig
 from tracegym.eval.pipeline import run_pipeline
 from tracegym.synth_envs.calibration import CalibrationConfig
 
 
+def example_inputs(tmp_path) -> list[str]:
+    return [str(write_example_run(tmp_path / "inputs"))]
+
+
 def test_run_without_training_writes_every_stage_and_skips_them_on_rerun(tmp_path, capsys):
-    config = RunConfig(model="tiny", max_adapters=0)
+    config = RunConfig(model="tiny", max_adapters=0, inputs=example_inputs(tmp_path))
+    tmp_path = tmp_path / "run"
     summary = run_pipeline(tmp_path, config)
     assert summary["selected"], "the example run has capabilities to select"
     assert [row["capability"] for row in summary["adapters"]] == summary["selected"]
@@ -26,8 +33,9 @@ def test_run_without_training_writes_every_stage_and_skips_them_on_rerun(tmp_pat
 
 
 def test_cli_refuses_a_run_directory_made_with_another_config(tmp_path, capsys):
-    run_pipeline(tmp_path, RunConfig(model="tiny", max_adapters=0))
-    assert main(["run", "--out", str(tmp_path), "--model", "tiny", "--max-adapters", "0", "--grpo-seed", "1"]) == 1
+    inputs = example_inputs(tmp_path)
+    run_pipeline(tmp_path / "run", RunConfig(model="tiny", max_adapters=0, inputs=inputs))
+    assert main(["run", *inputs, "--out", str(tmp_path / "run"), "--model", "tiny", "--max-adapters", "0", "--grpo-seed", "1"]) == 1
     assert "another config" in capsys.readouterr().err
 
 
@@ -41,7 +49,8 @@ def test_tiny_end_to_end_trains_one_adapter_and_resumes_nothing(tmp_path):
     config = RunConfig(model="tiny", max_adapters=1, warm_start=WarmStartConfig(enabled=True, dialogues=16, steps=1, batch_size=2),
                        grpo=GRPOConfig(steps=1, groups_per_step=1, group_size=2, micro_batch_size=1),
                        eval=EvalConfig(seeds=2), calibration=CalibrationConfig(enabled=True, seeds=1, rollouts=2),
-                       rollout=RolloutConfig(max_new_tokens=16))
+                       rollout=RolloutConfig(max_new_tokens=16), inputs=example_inputs(tmp_path))
+    tmp_path = tmp_path / "run"
     summary = run_pipeline(tmp_path, config)
     trained = [row for row in summary["adapters"] if row["adapter"]]
     stage = tmp_path / "adapters" / trained[0]["capability"]

@@ -187,9 +187,12 @@ def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def resolve_config(cls: type[C], args: argparse.Namespace) -> C:
-    """The config of a command: defaults, then `--config FILE`, then the flags given."""
-    values: dict[str, Any] = read_config_file(args.config) if getattr(args, "config", None) else {}
+def resolve_config(cls: type[C], args: argparse.Namespace, under: Path | None = None) -> C:
+    """The config of a command: defaults, then the file `under` (e.g. a preset), then `--config
+    FILE`, then the flags given."""
+    values: dict[str, Any] = read_config_file(under) if under is not None else {}
+    if getattr(args, "config", None):
+        values = _merge(values, read_config_file(args.config))
     given: dict[str, Any] = {}
     for dest, value in vars(args).items():
         if not dest.startswith("config."):

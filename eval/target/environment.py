@@ -214,6 +214,13 @@ class TargetEnvironment(DeskTools, Environment):
             st.termination = "user_stop"
         return reply
 
+    def cut(self) -> None:
+        """End the episode in progress from outside (the agent's turn hit its token budget):
+        graded as it stands and recorded as "max_steps", as a truncation is."""
+        if self.seed is None or self.ended:
+            raise RuntimeError(f"{self.name}: no episode in progress to cut")
+        self._finish("", "", truncated=True)
+
     def record(self, trial: int = 0) -> EpisodeRecord:
         """The finished episode (RuntimeError while it is still going)."""
         st = self.state

@@ -1,0 +1,69 @@
+"""What the terminal shows during `tracegym run`: stage announcements, progress bars and the
+project's own messages. Library chatter (Python warnings, transformers/peft/trl/accelerate logs,
+the trainers' printed loss dicts) goes to `run.log` in the run directory instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import warnings
+from pathlib import Path
+from typing import Iterator
+
+LOG_FILE = "run.log"
+LIBRARIES = ("py.warnings", "transformers", "peft", "trl", "accelerate", "torch", "datasets", "httpx")
+
+
+class _ProjectOnly(logging.Filter):
+    """Keeps records of the project's loggers off the libraries' ones."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not any(record.name == name or record.name.startswith(name + ".") for name in LIBRARIES)
+
+
+@contextlib.contextmanager
+def library_output_to(run_dir: Path) -> Iterator[Path]:
+    """Within the block, every log record goes to `run_dir/run.log`, library records go only
+    there, and Python warnings become log records. Yields the log file's path."""
+    path = run_dir / LOG_FILE
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    console_filter = _ProjectOnly()
+    consoles = list(root.handlers)
+    for console in consoles:
+        console.addFilter(console_filter)
+    root.addHandler(handler)
+    from transformers.utils import logging as hf_logging  # its own handler would print to stderr
+
+    hf_logging.disable_default_handler()
+    hf_logging.enable_propagation()
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        logging.captureWarnings(True)
+        try:
+            yield path
+        finally:
+            logging.captureWarnings(False)
+            hf_logging.disable_propagation()
+            hf_logging.enable_default_handler()
+            root.removeHandler(handler)
+            handler.close()
+            for console in consoles:
+                console.removeFilter(console_filter)
+
+
+@contextlib.contextmanager
+def printed_to_log(run_dir: Path) -> Iterator[None]:
+    """Send what the block prints on stdout (a trainer's loss dicts) to run.log; stderr (progress
+    bars) stays on the terminal."""
+    with open(run_dir / LOG_FILE, "a", encoding="utf-8") as log, contextlib.redirect_stdout(log):
+        yield
+    sys.stdout.flush()
+
+
+def announce(stage: str, done: bool) -> None:
+    """One line per stage on the terminal, before it runs (or is skipped)."""
+    print(f"== {stage}{'  (complete, skipped)' if done else ''}", flush=True)
