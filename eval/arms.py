@@ -23,6 +23,7 @@ from tracegym.eval.play import outcomes, play_target
 from tracegym.eval.target import EpisodeRecord, TargetConfig, make_target, write_runs
 from tracegym.eval.target.config import HELDOUT_BASE
 from tracegym.generation import SamplingConfig
+from tracegym.moe_router.folder import load_mixture, task_router_for
 from tracegym.moe_router.folder import load_policy as load_routed
 from tracegym.stats import mean_interval
 
@@ -65,17 +66,40 @@ def split_summary(records: list[EpisodeRecord]) -> dict[str, Any]:
     }
 
 
+def play_task_routed(folder: str, target: TargetConfig, seeds: list[int], params: SamplingConfig) -> list[EpisodeRecord]:
+    """The v1 task router's arm: a slot per task, chosen from the task's first user message, then
+    each slot's tasks played with the mixture forced to that slot; records in the order of `seeds`.
+
+    Not one batch under the task-routing hook: the rollout engine shares KV caches across rows and
+    turns, which is exact only while a token's route depends on the tokens before it, and a task
+    route depends on a user message that comes after the system prompt.
+    """
+    model, tokenizer, router, manifest = load_mixture(folder)
+    chooser = task_router_for(model, tokenizer, router, manifest)
+    env = make_target(target)
+    slots = chooser.choose([env.reset(seed) for seed in seeds])
+    played: dict[int, EpisodeRecord] = {}
+    for slot in sorted(set(slots)):
+        group = [seed for seed, chosen in zip(seeds, slots) if chosen == slot]
+        with router.forcing(slot):
+            played.update(zip(group, play_target(model, tokenizer, target, group, 1, params)))
+    return [played[seed] for seed in seeds]
+
+
 def evaluate_arm(arm: Arm, target: TargetConfig, max_new_tokens: int | None, out_dir: Path) -> list[Path]:
     """Play `arm` greedily on the held-out split; write its runs and metrics.json into `out_dir`."""
     started = time.perf_counter()
-    if arm.kind == "routed":
-        model, tokenizer = load_routed(arm.source, arm.route)
-    else:
-        model, tokenizer = load_base(arm.base_model)
-        if arm.kind == "peft":
-            model = PeftModel.from_pretrained(model, arm.source)
     params = SamplingConfig(max_new_tokens=max_new_tokens, temperature=0.0, seed=GREEDY_SEED)
-    records = play_target(model, tokenizer, target, heldout_seeds(target), 1, params)
+    if arm.kind == "routed" and arm.route == "task":
+        records = play_task_routed(arm.source, target, heldout_seeds(target), params)
+    else:
+        if arm.kind == "routed":
+            model, tokenizer = load_routed(arm.source, arm.route)
+        else:
+            model, tokenizer = load_base(arm.base_model)
+            if arm.kind == "peft":
+                model = PeftModel.from_pretrained(model, arm.source)
+        records = play_target(model, tokenizer, target, heldout_seeds(target), 1, params)
     results = out_dir / RESULTS_DIR / f"{arm.name}.json"
     write_runs(make_target(target), records, results, out_dir / TRAJECTORIES_FILE, agent=f"tracegym:{arm.name}",
                model=arm.base_model)

@@ -174,7 +174,12 @@ def task_router_for(model: nn.Module, tokenizer: PreTrainedTokenizerBase, router
 
 
 def load_policy(folder: str | Path, route: str = "token", device: str | None = None) -> tuple[nn.Module, PreTrainedTokenizerBase]:
-    """A routed folder as `(model, tokenizer)`; `route` is "token", "task", "base" or an adapter name."""
+    """A routed folder as `(model, tokenizer)`; `route` is "token", "task", "base" or an adapter name.
+
+    "task" routes each batch row by its first user message when the row's first forward pass
+    holds it (transformers' `generate`); tracegym's rollout engine shares prompt caches across
+    rows, so rollouts force one slot per group of tasks instead (`eval.arms.play_task_routed`).
+    """
     model, tokenizer, router, manifest = load_mixture(folder, device)
     if route == "task":
         enable_task_routing(model, tokenizer, task_router_for(model, tokenizer, router, manifest))
