@@ -81,6 +81,8 @@ def run_pipeline(out_dir: str | Path, config: RunConfig) -> dict[str, object]:
             name = f"adapters/{spec.capability}"
             stage(name, lambda folder, spec=spec: _train(folder, spec, train_config))
             artifacts.append(AdapterArtifact.model_validate_json((run.root / name / "artifact.json").read_text()))
+        run.record("turn_budget_tokens", {a.capability: {"family": a.env_spec.family, "tokens": a.metrics.get("turn_budget_tokens")}
+                                          for a in artifacts})
         summary = _summary(run.root, specs, artifacts, config)
         if not config.inputs:
             arms = _close_loop(run, config, policy, artifacts)

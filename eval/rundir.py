@@ -148,5 +148,11 @@ class RunDirectory:
         self._save()
         return True
 
+    def record(self, key: str, value: Any) -> None:
+        """Keep a setting resolved while running (e.g. each adapter's fitted turn budget) under
+        run.json's `resolved`."""
+        self.manifest.setdefault("resolved", {})[key] = value
+        self._save()
+
     def _save(self) -> None:
         write_text_atomic(self.manifest_path, json.dumps(self.manifest, indent=2))

@@ -57,6 +57,7 @@ def test_tiny_end_to_end_trains_one_adapter_and_resumes_nothing(tmp_path):
     assert len(trained) == 1 and (stage / "adapter_model.safetensors").is_file()
     assert json.loads((stage / "calibration.json").read_text())["families"][0]["curve"], "calibrated after warm start"
     manifest = json.loads((tmp_path / "run.json").read_text())
+    assert manifest["resolved"]["turn_budget_tokens"][trained[0]["capability"]]["tokens"] == 16
     seconds = manifest["stages"][f"adapters/{trained[0]['capability']}"]["seconds"]
     run_pipeline(tmp_path, config)
     again = json.loads((tmp_path / "run.json").read_text())
