@@ -36,7 +36,17 @@ class CreditConfig:
 
 @dataclass
 class GRPOConfig:
-    """GRPO on LoRA weights (papers/TRACE.md §1 stage 3 and §2), scaled to one CPU. No KL term."""
+    """GRPO on LoRA weights (papers/TRACE.md §1 stage 3 and §2), scaled to one CPU. No KL term.
+
+    learning_rate and steps: benchmarks/sweep.py measures them on the embedded model. What was
+    measured so far (precondition_verification, easiest rung, short warm start at held-out reward
+    0.375 greedy / 0.188 sampled on 16 seeds; 1 group of 4 rollouts a step, 2 steps, on a 2-core
+    machine at load 5-15) does not separate the rates: training reward per step 0.44, 0.44 at 1e-5
+    (sweep.py, plain GRPO, seed 0; its held-out scoring was cut short) and 0.44, 0.38 and 0.00, 0.06
+    at 1e-4 (benchmarks/learning.py, trace credit, seeds 0 and 1; seed 0 held-out after 2 steps:
+    greedy +0.000, sampled reward +0.094 [0.000, 0.234] paired). Both defaults stay as they were
+    (1e-5, 20 steps) until a sweep with more rollouts per step separates them.
+    """
 
     flag_prefix: ClassVar[str] = "grpo"
     learning_rate: float = option(1e-5, "AdamW learning rate of the LoRA weights")
