@@ -76,7 +76,7 @@ def play_over_http(client: openai.OpenAI, model: str, env: Environment, seed: in
         if choice.finish_reason == "length":  # as the rollout engine: a turn cut at its budget scores 0
             return 0.0, texts, tool_replies
         result = env.step(texts[-1])
-        if result.done and not result.observation:
+        if result.ended and not result.observation:
             return result.reward, texts, tool_replies
         messages.append(message.model_dump(exclude_none=True, include={"role", "content", "tool_calls"}))
         if calls:  # the environment answers all calls in one response; send it as one tool message
