@@ -84,7 +84,7 @@ def play_over_http(client: openai.OpenAI, model: str, env: Environment, seed: in
             messages.append({"role": "tool", "tool_call_id": calls[0].id, "content": body})
         else:
             messages.append({"role": "user", "content": result.observation})
-        if result.done:
+        if result.ended:
             return result.reward, texts, tool_replies
 
 
