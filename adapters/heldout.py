@@ -15,7 +15,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from tracegym.config import RolloutConfig
 from tracegym.environment import Environment
 from tracegym.generation import HFBackend, SamplingConfig
-from tracegym.rollout import run_episodes
+from tracegym.rollout import fit_turn_budget, run_episodes
 from tracegym.stats import mean_interval, paired_difference
 
 SAMPLING_SEED = 12_345  # the same for every policy, so sampled episodes pair up
@@ -60,8 +60,10 @@ def score_heldout(
     sampled: int,
     progress: bool = False,
 ) -> HeldoutScores:
-    """Greedy and `sampled` unhinted episodes per seed of `model` (turn budget per `rollout`)."""
+    """Greedy and `sampled` unhinted episodes per seed of `model` (turn budget per `rollout`, fitted
+    once to the environment when unset)."""
     model.eval()
+    rollout = fit_turn_budget(rollout, env_factory(), tokenizer)
     backend = HFBackend(model, tokenizer, batch_size=64)
     greedy = SamplingConfig(max_new_tokens=rollout.max_new_tokens, temperature=0.0, seed=SAMPLING_SEED)
     episodes = run_episodes(backend, env_factory, list(seeds), 1, greedy, progress=progress)

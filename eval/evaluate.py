@@ -22,6 +22,7 @@ from tracegym.environment import Environment
 from tracegym.errors import UserError
 from tracegym.eval.config import EvaluateConfig
 from tracegym.models import check_model
+from tracegym.rollout import fit_turn_budget
 from tracegym.schema import AdapterArtifact, EnvSpec
 
 BASE = "base"
@@ -64,11 +65,12 @@ def evaluate_policies(references: list[str], env_spec: EnvSpec, config: Evaluate
     evaluation seeds of `env_spec`, and each later policy's paired difference from the first."""
     factory = env_factory or env_factory_for(env_spec)
     seeds = list(range(env_spec.eval_seeds[0], min(env_spec.eval_seeds[0] + config.eval.seeds, env_spec.eval_seeds[1])))
-    names, scores = [], []
+    names, scores, rollout = [], [], config.rollout
     for reference in references:
         policy = load_policy(reference, config.model)
+        rollout = fit_turn_budget(rollout, factory(), policy.tokenizer)  # once: every policy shares the base tokenizer
         names.append(policy.name)
-        scores.append(score_heldout(policy.model, policy.tokenizer, factory, seeds, config.rollout, config.eval.sampled,
+        scores.append(score_heldout(policy.model, policy.tokenizer, factory, seeds, rollout, config.eval.sampled,
                                     progress=progress))
     return {
         "env_spec": env_spec.model_dump(mode="json"),

@@ -222,3 +222,14 @@ def test_eval_cli_scores_policies_on_the_same_seeds_and_pairs_them(tmp_path, cap
         "the same policy scored twice on the same seeds gets the same rewards, greedy and sampled"
     assert main(["eval", str(tmp_path), "--model", "tiny"]) == 1
     assert "not 'base', a PEFT adapter folder" in capsys.readouterr().err
+
+
+def test_eval_fits_the_turn_budget_once_for_all_policies(tmp_path, monkeypatch):
+    import tracegym.rollout as rollout_module
+
+    fits = []
+    fit = rollout_module.turn_token_budget
+    monkeypatch.setattr(rollout_module, "turn_token_budget", lambda *a, **k: fits.append(1) or fit(*a, **k))
+    assert main(["eval", "base", "base", "--family", "precondition_verification", "--model", "tiny",
+                 "--eval-seeds", "2", "--eval-sampled", "1", "--out", str(tmp_path / "eval")]) == 0
+    assert len(fits) == 1, "one fit serves the greedy and sampled episodes of every policy"
