@@ -14,7 +14,9 @@ verifier, which reads only the visible data: the signal is detectable (z ≥ 3 i
 the window), strong (SNR ≥ 1 over the largest confounder in the same metric) and distinguishable
 (a rule-based diagnoser recovers exactly the true cause and slice); others are regenerated.
 Reward: 0.65·r_attr + 0.30·r_full + 0.05·r_fmt, r_attr = 1[cause]·(0.5 + 0.5·Jaccard(slice)).
-Knobs: effect size, confounders, daily volume, window length.
+Knobs: effect size, confounders, daily volume, window length. The prompt varies only with the
+window length (its day ranges): all twelve causes occur at every rung of the ladder, and one SQL
+tool serves them all.
 """
 
 from __future__ import annotations

@@ -18,7 +18,9 @@ cases pass) + 0.4 nothing regressed (every case that passed before still passes;
 with the target) + 0.1 minimal edit (target fixed, at most 2 changed lines more than the
 reference fix) + 0.1 format (a final answer, no malformed calls). An unedited module earns the
 format reward only; edited tests, any sandbox violation, a timeout, a crash or a memory/output
-overrun earn 0 with the reason. Knobs: functions in the module, tests per function.
+overrun earn 0 with the reason. Knobs: functions in the module, tests per function. The prompt is
+the same at every setting; `list_files` and `run_tests` are offered though the oracle needs
+neither (an agent may look around and test its fix).
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ An inventory manager asks for a chain of changes (mark low-stock items for reord
 reordered ones, restock the emptiest item, reprice the cheapest, archive empty ones...). Each step
 picks its targets from the state the earlier steps left, so order matters. Verified on the final
 database: reward = 0.8 × the share of touched items (required or actually changed) whose final
-record is right, + 0.2 success bonus when every item is right. Knobs: items, operations.
+record is right, + 0.2 success bonus when every item is right. Knobs: items, operations. Each step
+is drawn from all five operations whatever the number of operations, so every setting needs, and
+offers, all five tools: the prompt is the same at every setting.
 """
 
 from __future__ import annotations

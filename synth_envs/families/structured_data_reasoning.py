@@ -4,7 +4,9 @@ across several tool results.
 The agent finds the customers of a city (optionally of one tier), lists each one's orders, keeps
 the orders that satisfy every constraint (category, status, month range) and reports a count,
 sum or maximum. Reward: 0.7 for the exact answer + 0.3 × the share of qualifying customers whose
-orders were actually looked up. Knobs: customers, orders per customer, constraints (1-4).
+orders were actually looked up. Knobs: customers, orders per customer, constraints (1-4). The
+prompt is the same at every setting: any constraint, the tier filter included, can be drawn at
+any number of constraints.
 """
 
 from __future__ import annotations

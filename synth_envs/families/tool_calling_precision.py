@@ -5,7 +5,9 @@ and a half with Lena Park, high priority"). The agent must resolve people to emp
 similar names) and the room to its id, and call `create_booking` with an ISO date, a 24-hour
 time, an integer duration in minutes, an id array and enum values. Reward: 0.8 × the share of
 booking fields exactly right in the (last) booking made + 0.2 when it was made once, on the first
-try, with no rejected call. Knobs: attendees, optional fields (0-2), look-alike employees.
+try, with no rejected call. Knobs: attendees, optional fields (0-2), look-alike employees. The
+prompt is the same at every setting: `video` and `catering` stay in the booking schema at 0
+optional fields too, as setting a field the user did not ask for is graded as a wrong field.
 """
 
 from __future__ import annotations
