@@ -82,10 +82,25 @@ def _key(value: Any) -> str:
     return canonical(value)
 
 
+def _as_expected(value: Any, expected: Any) -> Any:
+    """`value` cut to the fields `expected` has: in a dict, or in each dict of a list of dicts (a
+    flight given with its origin and price is the flight the gold names; the tool reads only its
+    own fields)."""
+    if isinstance(value, dict) and isinstance(expected, dict):
+        return {k: _as_expected(value.get(k), expected[k]) for k in expected if k in value}
+    if isinstance(value, list) and isinstance(expected, list) and expected and all(isinstance(e, dict) for e in expected):
+        fields = {k for e in expected for k in e}
+        return [{k: v for k, v in item.items() if k in fields} if isinstance(item, dict) else item for item in value]
+    return value
+
+
 def _differing(action: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
+    """The compared arguments of a gold action that `arguments` gives otherwise (fields the gold's
+    values lack are ignored, `_as_expected`)."""
     expected = action.get("arguments") or {}
     keys = action.get("compare_args")
-    return [k for k in (list(expected) if keys is None else keys) if _key(arguments.get(k)) != _key(expected.get(k))]
+    return [k for k in (list(expected) if keys is None else keys)
+            if _key(_as_expected(arguments.get(k), expected.get(k))) != _key(expected.get(k))]
 
 
 def record_of(domain: Domain, arguments: dict[str, Any]) -> tuple:
@@ -263,9 +278,11 @@ def user_left_early(conversation: Conversation) -> Finding | None:
     return None
 
 
-def loops(conversation: Conversation) -> Iterator[Finding]:
-    """The same call (name and arguments) made REPEAT_LIMIT or more times in a row, nothing between."""
-    calls = conversation.agent_calls
+def loops(conversation: Conversation, domain: Domain) -> Iterator[Finding]:
+    """The same successful write or transfer (name and arguments) made REPEAT_LIMIT or more times in
+    a row, nothing between: a call repeated after it had done its work. Repeated reads change
+    nothing (a loop that ends the run is `termination`'s); a failed write retried is `failed_writes`'."""
+    calls = [c for c in conversation.agent_calls if (domain.is_write(c.name) or c.name == TRANSFER) and not c.error]
     keys = [(c.name, canonical(c.arguments)) for c in calls]
     start = 0
     for end in range(1, len(calls) + 1):
