@@ -13,8 +13,8 @@ domains) turns what the conversation established into findings, each naming a ca
 - precondition_verification: a write without the user's explicit yes to its details where the
   policy requires one, a write to a record never read, a write whose policy conditions failed
   (unless the agent had told the user they failed), a write the system refused for its state;
-- tool_calling_precision: wrong or invented arguments, failed writes never redone, a write or transfer
-  repeated after it succeeded (three times in a row);
+- tool_calling_precision: wrong or invented arguments, failed writes never redone (the same correct
+  call repeated is none: a loop that ends the run is multi-step completion's, by its termination);
 - policy_compliance: a write or offer the policy forbids (what the agent says counts: a refund
   promised, a benefit invented, `policy.airline_offers`), a refusal of what it allows, a transfer
   the user did not ask for (outside a workflow domain, whose procedure ends in one) or one that
@@ -54,7 +54,6 @@ def findings(conversation: Conversation, domain: Domain) -> list[Finding]:
                   checks.invented_identifiers):
         found += check(conversation, domain)
     found += checks.failed_writes(conversation, domain, gaps)
-    found += checks.loops(conversation, domain)
     found += checks.transfers(conversation, domain, gaps)
     found += checks.termination(conversation)
     found += quotes.misquoted_charges(conversation, domain)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tau_runs import L, P, looked_up, values
+from tau_runs import L, P, Run, booking, looked_up, values
 
 FLIGHT = {"flight_number": "HAT002", "date": "2024-05-21"}
 
@@ -26,13 +26,25 @@ def test_fields_the_gold_does_not_name_are_no_wrong_argument() -> None:
     assert changed({**FLIGHT, "date": "2024-05-22"})["tool_calling_precision"] == L
 
 
-def test_only_a_repeated_write_or_transfer_is_a_loop() -> None:
-    def repeated(name: str, times: int, **arguments) -> dict:
+def test_the_same_correct_call_repeated_is_no_imprecision() -> None:
+    def repeated(name: str, **arguments) -> dict:
         run = looked_up("ABC123").user("Can you help me with ABC123?")
-        for _ in range(times):
-            run.call(name, "Transfer successful" if name == "transfer_to_human_agents" else {"reservation_id": "ABC123"}, **arguments)
-        return values(run.say("Done.").trajectory([], [], success=True))
+        for _ in range(4):
+            run.call(name, "Transfer successful" if name == "transfer_to_human_agents" else booking("ABC123", bags=1), **arguments)
+        return values(run.say("Done.").trajectory([], [], success=False))
 
-    assert repeated("get_reservation_details", 3, reservation_id="ABC123")["tool_calling_precision"] == P  # a read changes nothing
-    assert repeated("transfer_to_human_agents", 3, summary="help")["tool_calling_precision"] == L
-    assert repeated("transfer_to_human_agents", 2, summary="help")["tool_calling_precision"] == P
+    assert repeated("get_reservation_details", reservation_id="ABC123")["tool_calling_precision"] == P
+    assert repeated("transfer_to_human_agents", summary="help")["tool_calling_precision"] == P
+    assert repeated("update_reservation_baggages", reservation_id="ABC123", total_baggages=1, nonfree_baggages=1,
+                    payment_id="credit_card_1")["tool_calling_precision"] == P
+
+
+def test_a_write_to_another_line_than_the_users_is_a_misread_record() -> None:
+    lines = {"L1": "555-123-2001", "L2": "555-123-2002"}
+    run = (Run("telecom", policy="").user("My data does not work abroad; my number is 555-123-2002.")
+           .call("get_customer_by_phone", {"customer_id": "C1", "line_ids": list(lines)}, phone_number="555-123-2002"))
+    for line, number in lines.items():
+        run.call("get_details_by_id", {"line_id": line, "phone_number": number, "roaming_enabled": False}, id=line)
+    verdicts = values(run.call("enable_roaming", {"line_id": "L1", "roaming_enabled": True}, customer_id="C1", line_id="L1")
+                      .say("Roaming is enabled on your line.").trajectory([], [], success=False))
+    assert verdicts["structured_data_reasoning"] == L and verdicts["tool_calling_precision"] == P

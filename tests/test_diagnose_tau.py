@@ -263,7 +263,7 @@ def test_a_domain_the_rules_do_not_know_gets_the_generic_checks() -> None:
     gold = [{"name": "transfer_funds", "arguments": {"account_id": "A1", "amount": 10}},
             {"name": "close_account", "arguments": {"account_id": "A1"}}]
     verdicts = values(run.trajectory(gold, [True, False]))
-    assert verdicts["multi_step_task_completion"] == L and verdicts["tool_calling_precision"] == L  # never closed; a loop
+    assert verdicts["multi_step_task_completion"] == L and verdicts["tool_calling_precision"] == P  # never closed; no wrong call
     assert verdicts["precondition_verification"] == P  # no confirmation rule without a known policy
 
 

@@ -23,7 +23,6 @@ from tracegym.analysis.policy.domain import TRANSFER, Domain, Finding
 from tracegym.analysis.policy.payments import describe_payment
 
 LOOPING_TERMINATIONS = {"max_steps", "too_many_errors", "timeout", "context_window_exceeded"}
-REPEAT_LIMIT = 3  # identical calls (same name and arguments) in a row counted as a loop from this many on
 _REFUSAL = re.compile(r"\b(?:polic(?:y|ies)|not (?:allowed|permitted|eligible)|isn'?t (?:allowed|permitted|eligible)|"
                       r"against (?:the|our) rules|(?:cannot|can'?t|could not|couldn'?t) be (?:modified|changed|cancell?ed|"
                       r"refunded|returned|exchanged)|(?:unable|not able) to (?:modify|change|cancel|refund|return|exchange))\b",
@@ -276,22 +275,6 @@ def user_left_early(conversation: Conversation) -> Finding | None:
         return Finding("multi_step_task_completion", index, f"the user stopped while the agent awaited an answer: "
                                                             f"{spoken[-1][1][-160:]} / user: {text}")
     return None
-
-
-def loops(conversation: Conversation, domain: Domain) -> Iterator[Finding]:
-    """The same successful write or transfer (name and arguments) made REPEAT_LIMIT or more times in
-    a row, nothing between: a call repeated after it had done its work. Repeated reads change
-    nothing (a loop that ends the run is `termination`'s); a failed write retried is `failed_writes`'."""
-    calls = [c for c in conversation.agent_calls if (domain.is_write(c.name) or c.name == TRANSFER) and not c.error]
-    keys = [(c.name, canonical(c.arguments)) for c in calls]
-    start = 0
-    for end in range(1, len(calls) + 1):
-        if end < len(calls) and keys[end] == keys[start]:
-            continue
-        if end - start >= REPEAT_LIMIT:
-            yield Finding("tool_calling_precision", calls[start].index,
-                          f"same call {end - start} times in a row: {render(calls[start].name, calls[start].arguments)}")
-        start = end
 
 
 def invented_identifiers(conversation: Conversation, domain: Domain) -> Iterator[Finding]:
