@@ -16,7 +16,9 @@ domains) turns what the conversation established into findings, each naming a ca
 - tool_calling_precision: wrong or invented arguments, failed writes never redone (the same correct
   call repeated is none: a loop that ends the run is multi-step completion's, by its termination);
 - policy_compliance: a write or offer the policy forbids (what the agent says counts: a refund
-  promised, a benefit invented, `policy.airline_offers`), a refusal of what it allows, a transfer
+  promised, a benefit invented, `policy.airline_offers`; a procedure no tool provides, such as a
+  reminder or a follow-up, `policy.procedures`; a locked SIM's code to enter, where the telecom
+  guide escalates), a refusal of what it allows, a transfer
   the user did not ask for (outside a workflow domain, whose procedure ends in one) or one that
   leaves allowed work undone.
 Gold actions are evidence (see `policy.checks`). NA where the task does not need the capability:

@@ -13,7 +13,7 @@ import re
 from typing import Any, Iterator
 
 from tracegym.analysis.detectors import canonical
-from tracegym.analysis.policy import airline_fares, airline_offers
+from tracegym.analysis.policy import airline_fares, airline_offers, procedures
 from tracegym.analysis.policy.airline_records import cancellation_refused, flown, may_compensate, reservation, reservations, user
 from tracegym.analysis.policy.conversation import Call, Conversation, dicts, listed, mentions
 from tracegym.analysis.policy.domain import ActionRule, ConversationRule, Domain, Finding
@@ -231,7 +231,7 @@ DOMAIN = Domain(
                    "the agent can offer a certificate as a gesture after confirming the facts and changing or cancelling the "
                    "reservation", frozenset({"send_certificate"}), _delay_certificate),
     ),
-    conversation_rules=(*airline_offers.RULES,
+    conversation_rules=(*airline_offers.RULES, procedures.RULE,
                         ConversationRule("Seat availability and prices are listed for each cabin class.",
                                          airline_fares.cheapest_claims)),
     derived=frozenset({"flights", "nonfree_baggages", "amount", "payment_methods"}),

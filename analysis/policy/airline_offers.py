@@ -40,7 +40,7 @@ _PARTIAL_WORDS = ("only", "just", "while keeping")  # every match of _PARTIAL_CA
 _DECLINES = re.compile(r"\b(?:cannot|can'?t|unable|not (?:possible|allowed|permitted)|same cabin|must|requires?|policy)\b", re.IGNORECASE)
 _INSURANCE_BENEFIT = re.compile(r"\binsurance\b[^.?!\n]{0,60}\b(?:covers?|waives?|waived|pays? for|applies to)\b[^.?!\n]{0,50}"
                                 r"\b(?:fees?|difference|increase|changes?|costs?|upgrade|bags?|fare)\b", re.IGNORECASE)
-_REFUND_PROMISE = re.compile(r"\b(?:eligible|entitled|qualif(?:y|ies|ied))\b[^.?!\n]{0,30}\brefund|\byou(?:'ll| will) (?:get|receive) "
+_REFUND_PROMISE = re.compile(r"\b(?:eligible|entitled|qualif(?:y|ies|ied))\b[^.?!\n]{0,100}\brefund|\byou(?:'ll| will) (?:get|receive) "
                              r"a full refund|\bcancel\w*[^.?!\n]{0,40}\bwith a full refund", re.IGNORECASE)
 _STATES_A_RULE = re.compile(r"\b(?:only|must|requires?|required|policy)\b", re.IGNORECASE)  # explaining a rule offers nothing
 _REQUIRES = re.compile(r"\b(?:must|requires?|required|policy)\b", re.IGNORECASE)

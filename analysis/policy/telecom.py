@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from tracegym.analysis.policy.conversation import Call, Conversation, assertions
+from tracegym.analysis.policy import procedures
+from tracegym.analysis.policy.conversation import Call, Conversation, assertions, negated
 from tracegym.analysis.policy.domain import TRANSFER, ActionRule, ConversationRule, Domain, Finding
 from tracegym.analysis.policy.telecom_state import exceeded_lines, faults, statements
 
@@ -154,6 +155,26 @@ def _exceeded_unaddressed(conversation: Conversation) -> Iterator[Finding]:
             return
 
 
+_LOCKED_SIM = "escalate to technical support for assistance with SIM security"
+_ENTER_CODE = re.compile(r"[^.?!\n]*\b(?:PIN|PUK)\b[^.?!\n]*", re.IGNORECASE)
+
+
+def _sim_code_procedure(conversation: Conversation) -> Iterator[Finding]:
+    """Once a SIM status read showed the SIM locked, telling the user to enter a PIN or PUK: the
+    guide escalates a locked SIM to technical support and gives no unlocking procedure."""
+    locked = [c.result_index for c in conversation.calls if c.name == "check_sim_status" and c.result_index is not None
+              and "locked" in str(c.output).lower()]
+    if not locked:
+        return
+    for index, text in conversation.texts("assistant", min(locked)):
+        sentence = next((m.group(0) for m in _ENTER_CODE.finditer(text)
+                         if re.search(r"\benter", m.group(0), re.IGNORECASE) and not negated(m.group(0))), None)
+        if sentence:
+            yield Finding("policy_compliance", index, f"a locked SIM is escalated, yet the agent has the user enter a code: "
+                                                      f"{sentence.strip()!r}")
+            return
+
+
 def confirmation(call: Call, conversation: Conversation) -> list[tuple[Any, ...]] | None:
     if call.name == "refuel_data":
         return [(call.arguments.get("gb_amount"),), PRICE_WORDS]
@@ -180,6 +201,8 @@ DOMAIN = Domain(
                          "data roaming is enabled.", _denied_faults),
         ConversationRule("If the user's data usage for a line exceeds the plan's data limit, data connectivity will be lost.",
                          _exceeded_unaddressed),
+        ConversationRule(_LOCKED_SIM, _sim_code_procedure),
+        procedures.RULE,
     ),
     workflow=True,
 )
