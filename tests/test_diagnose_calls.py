@@ -1,4 +1,5 @@
-"""Tool-calling precision on hand-built airline runs: what counts as a wrong call and what does not."""
+"""The arguments of the agent's calls on hand-built runs: what a wrong one shows (tool-calling precision,
+or data reasoning for a misread record or allowance) and what is no error at all."""
 
 from __future__ import annotations
 
@@ -48,3 +49,16 @@ def test_a_write_to_another_line_than_the_users_is_a_misread_record() -> None:
     verdicts = values(run.call("enable_roaming", {"line_id": "L1", "roaming_enabled": True}, customer_id="C1", line_id="L1")
                       .say("Roaming is enabled on your line.").trajectory([], [], success=False))
     assert verdicts["structured_data_reasoning"] == L and verdicts["tool_calling_precision"] == P
+
+
+def test_paid_bags_outside_every_memberships_allowance_are_a_misreading_even_with_the_profile_unread() -> None:
+    def added(nonfree: int, bags: int = 1) -> dict:
+        run = (Run().user("Add a checked bag to ABC123, please.").call("get_reservation_details", booking("ABC123"), reservation_id="ABC123")
+               .say(f"I'll add {bags} checked bag to ABC123, charged to your visa 4321. Proceed?").user("yes")
+               .call("update_reservation_baggages", booking("ABC123", bags=bags), reservation_id="ABC123", total_baggages=bags,
+                     nonfree_baggages=nonfree, payment_id="credit_card_1"))
+        return values(run.trajectory([], [], success=True))
+
+    assert added(1)["structured_data_reasoning"] == L  # every membership gives an economy passenger one free bag
+    assert added(0)["structured_data_reasoning"] == P
+    assert added(1, bags=2)["structured_data_reasoning"] == P  # a regular member pays for the second
