@@ -15,20 +15,27 @@ from tracegym.analysis.policy.conversation import Conversation, negated
 from tracegym.analysis.policy.domain import ConversationRule, Finding
 
 POLICY = "procedures not provided by the user or"  # the sentence's part all three τ² policies share
-_AGENT = r"\b(?:I(?:'ll| will| can| could| would| am going to)|we(?:'ll| will| can| could)|(?:would|do) you (?:like|want) me to|shall I|let me)\b"
-_LATER = (r"remind(?:er)?s?|set (?:up )?(?:a |an )?(?:reminder|alert)|(?:notify|alert) you (?:if|when|once|as soon as|of any)|"
-          r"follow[- ]?up|keep (?:monitoring|an eye|track)|monitor|get back to you|call you(?: back)?|text you|contact you|"
-          r"reach out to you|(?:add|put|leave|place|make) (?:a |an )?(?:internal )?note")
-_PROMISE = re.compile(rf"{_AGENT}(?P<between>[^.?!\n]{{0,60}}?)\b(?P<act>{_LATER})\b", re.IGNORECASE)
+_AGENT = re.compile(r"\b(?:I(?:'ll| will| can| could| would| am going to)|we(?:'ll| will| can| could)|(?:would|do) you (?:like|want) "
+                    r"me to|shall I|let me)\b", re.IGNORECASE)
+_LATER = re.compile(r"\b(?:remind(?:er)?s?|set (?:up )?(?:a |an )?(?:reminder|alert)|(?:notify|alert) you (?:if|when|once|as soon as|of any)|"
+                    r"follow[- ]?up|keep (?:monitoring|an eye|track)|monitor|get back to you|call you(?: back)?|text you|contact you|"
+                    r"reach out to you|(?:add|put|leave|place|make) (?:a |an )?(?:internal )?note)\b", re.IGNORECASE)
+_WORDS = re.compile("remind|alert|notify|follow.?up|monitor|keep an eye|keep track|get back|call you|text you|contact you|"
+                    "reach out| note")  # on lower-cased text, every match of _LATER holds one: a cheap first pass
+REACH = 60  # characters an offer's "I will" / "would you like me to" may stand before the act it offers
 
 
 def promised_later(conversation: Conversation) -> Iterator[Finding]:
-    """The first agent sentence that promises or offers an action outside the conversation."""
+    """The first agent sentence that promises or offers an action outside the conversation: the act,
+    and before it in the same sentence, within REACH characters, the agent's "I will", "I can",
+    "would you like me to" ..., with no negation between."""
     for index, text in conversation.texts("assistant"):
-        for found in _PROMISE.finditer(text):
-            if not negated(found.group(0)):
-                yield Finding("policy_compliance", index, f"promises a procedure no tool provides ({found.group('act')}): "
-                                                          f"{found.group(0)!r}")
+        for act in _LATER.finditer(text) if _WORDS.search(text.lower()) else ():
+            before = re.split(r"[.?!\n]", text[max(0, act.start() - REACH):act.start()])[-1]
+            offers = list(_AGENT.finditer(before))
+            promise = before[offers[-1].start():] + act.group(0) if offers else ""
+            if promise and not negated(promise):
+                yield Finding("policy_compliance", index, f"promises a procedure no tool provides ({act.group(0)}): {promise!r}")
                 return
 
 
