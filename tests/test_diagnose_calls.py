@@ -62,3 +62,17 @@ def test_paid_bags_outside_every_memberships_allowance_are_a_misreading_even_wit
     assert added(1)["structured_data_reasoning"] == L  # every membership gives an economy passenger one free bag
     assert added(0)["structured_data_reasoning"] == P
     assert added(1, bags=2)["structured_data_reasoning"] == P  # a regular member pays for the second
+
+
+def test_a_write_refused_for_its_own_arguments_is_imprecision_one_refused_for_the_state_a_precondition() -> None:
+    def refused(error: str) -> dict:
+        run = (looked_up("ABC123").user("Please add two bags to ABC123 and pay with my gift card.")
+               .say("I'll add 2 checked bags to ABC123, one free and one for $50 from gift card 9. Proceed?").user("yes")
+               .call("update_reservation_baggages", error, error=True, reservation_id="ABC123", total_baggages=2,
+                     nonfree_baggages=1, payment_id="gift_card_9"))
+        return values(run.say("Sorry, that did not work.").trajectory([], [], success=False))
+
+    added_up = refused("Error: Payment amount does not add up, total price is 50, but paid 40")
+    assert added_up["tool_calling_precision"] == L and added_up["precondition_verification"] == P
+    balance = refused("Error: Gift card balance is not enough")
+    assert balance["tool_calling_precision"] == P and balance["precondition_verification"] == L
