@@ -25,6 +25,7 @@ def test_a_charge_stated_that_the_write_did_not_make_is_data_reasoning() -> None
 
     assert upgraded("the fare difference is $150", 150) == P
     assert upgraded("the fare difference is $75 per passenger", 150) == P  # a share of the charge
+    assert upgraded("the fare difference is $75", 150) == L  # a share stated as the whole
     assert upgraded("the fare difference is $120", 150) == L
     assert upgraded("the business fare is $350", 150) == P  # a fare, not a charge: nothing stated to compare
 
