@@ -43,10 +43,15 @@ from tracegym.schema import EnvSpec
 from tracegym.synth_envs.registry import get_family
 
 CREDITS = ("trace", "grpo")
-FULL: dict[str, Any] = dict(model=DEFAULT_MODEL, warm_dialogues=8, warm_steps=4, steps=4, groups=2, group_size=4,
-                            micro_batch=2, heldout=24, sampled=2, max_new_tokens=None, seeds=3)
-QUICK: dict[str, Any] = dict(model=TINY_MODEL, warm_dialogues=2, warm_steps=1, steps=2, groups=1, group_size=2,
-                             micro_batch=2, heldout=3, sampled=1, max_new_tokens=8, seeds=1)
+# (oracle dialogues, SFT steps) of each family's warm start: the shortest size probed whose mean reward
+# at the training temperature lies in the calibration band (the probes are in the README, "Learning");
+# QUICK and unlisted families use WARM_START_DEFAULT.
+WARM_START: dict[str, tuple[int, int]] = {"precondition_verification": (8, 4), "error_recovery": (6, 3)}
+WARM_START_DEFAULT = (2, 1)
+FULL: dict[str, Any] = dict(model=DEFAULT_MODEL, steps=6, groups=1, group_size=8, micro_batch=2, heldout=32, sampled=2,
+                            max_new_tokens=None, seeds=3, lr=1e-4, warm_start=WARM_START)
+QUICK: dict[str, Any] = dict(model=TINY_MODEL, steps=2, groups=1, group_size=2, micro_batch=2, heldout=3, sampled=1,
+                             max_new_tokens=8, seeds=1, lr=GRPOConfig.learning_rate, warm_start={})
 FAMILIES = "precondition_verification,error_recovery"
 
 
@@ -61,7 +66,8 @@ def warm_started(spec: EnvSpec, settings: dict[str, Any], lr: float, folder: Pat
     metrics_file = folder / "warm_start.json"
     if not metrics_file.is_file():
         base, tokenizer = load_base(settings["model"])
-        config = WarmStartConfig(dialogues=settings["warm_dialogues"], steps=settings["warm_steps"], batch_size=2, learning_rate=lr)
+        dialogues, steps = settings["warm_start"].get(spec.family, WARM_START_DEFAULT)
+        config = WarmStartConfig(dialogues=dialogues, steps=steps, batch_size=2, learning_rate=lr)
         seeds = range(spec.train_seeds[1] - config.dialogues, spec.train_seeds[1])
         _, metrics = warm_start(base, tokenizer, [env_factory_for(spec)], seeds, config, folder)
         metrics_file.write_text(json.dumps(metrics))
@@ -125,7 +131,7 @@ def run_family(family: str, settings: dict[str, Any], args: argparse.Namespace, 
     runs = []
     for credit in CREDITS:
         for seed in range(settings["seeds"]):
-            runs.append(train_run(spec, settings, credit, seed, args.lr, out, rollout, progress=not args.quick))
+            runs.append(train_run(spec, settings, credit, seed, settings["lr"], out, rollout, progress=not args.quick))
             print(f"  {credit} seed {seed}: train reward per step {', '.join(f'{r:.2f}' for r in runs[-1]['train_reward'])}; "
                   f"held-out greedy {runs[-1]['after']['summary']['greedy_reward']['mean']:.3f}", flush=True)
     return {"family": family, "knobs": spec.knobs, "warm_start": warm, "before": before.to_dict(), "runs": runs,
@@ -141,16 +147,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heldout", type=int, help=f"held-out seeds (default {FULL['heldout']})")
     parser.add_argument("--sampled", type=int, help=f"sampled episodes per held-out seed (default {FULL['sampled']})")
     parser.add_argument("--groups", type=int, help=f"groups per GRPO step (default {FULL['groups']})")
-    parser.add_argument("--lr", type=float, default=GRPOConfig.learning_rate, help="GRPO learning rate (default: GRPOConfig's)")
+    parser.add_argument("--lr", type=float, help=f"GRPO learning rate (default {FULL['lr']}; GRPOConfig's is {GRPOConfig.learning_rate})")
     parser.add_argument("--warm-lr", type=float, default=WarmStartConfig.learning_rate, help="warm-start learning rate")
     parser.add_argument("--out", type=Path, help="keep run folders, result.json and curves.png here (default: a temporary folder)")
     args = parser.parse_args(argv)
     settings = dict(QUICK if args.quick else FULL)
-    settings.update({key: getattr(args, key) for key in ("steps", "seeds", "heldout", "sampled", "groups") if getattr(args, key) is not None})
+    settings.update({key: getattr(args, key) for key in ("steps", "seeds", "heldout", "sampled", "groups", "lr") if getattr(args, key) is not None})
     with tempfile.TemporaryDirectory(prefix="tracegym-learning-") as scratch:
         out = args.out or Path(scratch)
         families = [run_family(family, settings, args, out / family) for family in args.families.split(",")]
-        result = {"settings": settings, "lr": args.lr, "warm_lr": args.warm_lr, "credits": list(CREDITS),
+        result = {"settings": settings, "lr": settings["lr"], "warm_lr": args.warm_lr, "credits": list(CREDITS),
                   "families": [{**family, "comparison": summarise(family, CREDITS)} for family in families]}
         (out / "result.json").write_text(json.dumps(result, indent=2))
         plot_curves(result, out / "curves.png")
