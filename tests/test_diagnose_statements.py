@@ -68,6 +68,14 @@ def test_a_refund_the_policy_does_not_grant_promised_is_policy_compliance() -> N
                 **OLD)["policy_compliance"] == L  # the promise is the clause's, however long
 
 
+def test_a_cancellation_without_a_refund_is_no_option_the_policy_has() -> None:
+    assert said("You can still cancel ABC123, but no refund will be issued.", **OLD)["policy_compliance"] == L
+    assert said("Cancel ABC123 without a refund (you would lose the $200 you paid).", **OLD)["policy_compliance"] == L
+    assert said("ABC123 cannot be cancelled without a refund or otherwise: it meets none of the conditions.",
+                **OLD)["policy_compliance"] == P
+    assert said("I can cancel ABC123 for you with a full refund since it was booked today.")["policy_compliance"] == P
+
+
 def test_offers_the_policy_forbids_are_policy_compliance() -> None:
     assert said("I can upgrade only the outbound flight to business for $120.")["policy_compliance"] == L
     assert said("Upgrading only the outbound flight to business is not possible.")["policy_compliance"] == P
