@@ -127,7 +127,8 @@ def _unrefunded_cancellations(conversation: Conversation) -> Iterator[Finding]:
     with a refund (to the original payment methods), so a cancellation that forfeits the fare is an
     option it does not have."""
     for index, text in conversation.texts("assistant"):
-        if "cancel" not in text.lower():
+        lowered = text.lower()
+        if "cancel" not in lowered or not ("refund" in lowered or "forfeit" in lowered):
             continue
         for sentence in re.split(r"(?<=[.!?\n])", text):
             offer = _NO_REFUND_CANCEL.search(sentence)
