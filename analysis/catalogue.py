@@ -46,8 +46,10 @@ CATALOGUE: tuple[Capability, ...] = (
         name="tool_calling_precision",
         description=(
             "Calling tools with exactly the right names, argument types, formats and identifiers, so "
-            "that calls succeed the first time. Lacking when calls fail with tool errors, are "
-            "repeated verbatim, or carry argument values that appear nowhere in the conversation."
+            "that calls succeed the first time. Lacking when a call names a wrong or non-existent tool, "
+            "or carries a malformed, invented or mismatched argument (an id, date, amount or count that "
+            "neither the user nor a tool output supports); not when the same correct call is repeated "
+            "or a value is the one the user dictated."
         ),
         benchmarks=["tau"],
     ),

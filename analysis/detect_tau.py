@@ -13,9 +13,12 @@ domains) turns what the conversation established into findings, each naming a ca
 - precondition_verification: a write without the user's explicit yes to its details where the
   policy requires one, a write to a record never read, a write whose policy conditions failed
   (unless the agent had told the user they failed), a write the system refused for its state;
-- tool_calling_precision: wrong or invented arguments, failed writes never redone, loops;
+- tool_calling_precision: wrong or invented arguments, failed writes never redone (the same correct
+  call repeated is none: a loop that ends the run is multi-step completion's, by its termination);
 - policy_compliance: a write or offer the policy forbids (what the agent says counts: a refund
-  promised, a benefit invented, `policy.airline_offers`), a refusal of what it allows, a transfer
+  promised, a benefit invented, `policy.airline_offers`; a procedure no tool provides, such as a
+  reminder or a follow-up, `policy.procedures`; a locked SIM's code to enter, where the telecom
+  guide escalates), a refusal of what it allows, a transfer
   the user did not ask for (outside a workflow domain, whose procedure ends in one) or one that
   leaves allowed work undone.
 Gold actions are evidence (see `policy.checks`). NA where the task does not need the capability:
@@ -53,7 +56,6 @@ def findings(conversation: Conversation, domain: Domain) -> list[Finding]:
                   checks.invented_identifiers):
         found += check(conversation, domain)
     found += checks.failed_writes(conversation, domain, gaps)
-    found += checks.loops(conversation)
     found += checks.transfers(conversation, domain, gaps)
     found += checks.termination(conversation)
     found += quotes.misquoted_charges(conversation, domain)

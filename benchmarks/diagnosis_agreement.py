@@ -1,21 +1,26 @@
 """Agreement of the diagnosis with labels from careful reading (labels/reference.json), per half.
 
-For the 129 labelled τ²-bench trajectories (labels/README.md), on one half of the seeded split
-(`--split test` by default; the labellers are tuned on `tune` only), optionally only those of one
-sampling round (`--round 1|2`: round 2 was drawn after round 1's tuning, so on the tune half the
-two rounds serve as a split for checking that rules found on one part hold on the other), prints:
+For the labelled τ²-bench trajectories (170 over three sampling rounds, labels/README.md), on one
+half of the seeded split (`--split test` by default; the labellers are tuned on `tune` only),
+optionally only those of one
+sampling round (`--round N`, a round of labels/sample.json: each round was drawn after the rules
+had been tuned on the rounds before it, so on the tune half a new round measures how rules found on
+the earlier ones generalise), prints:
 - Cohen's κ per capability between the labeller and the reference, 3-class (NA / PRESENT /
   LACKING) and 2-class (LACKING vs not), pooled and per domain, with the 3-class confusion matrix;
 - agreement on failure source (agent / user_simulator / benchmark) over the failures, with κ;
 - whether the selected capability set equals the one the reference labels imply, per domain and
   overall: both go through the same `selection.select` (N = K = 1), the reference counting only
   the failures it attributes to the agent, as `diagnose` does by default.
-The labeller is the deterministic detectors, or the LLM judge with `--judge-url`. Message indices
+With `--folds K` it also prints κ3 per capability on each of K folds of the items grouped by run
+file (one agent's runs stay in one fold), so that a rule fitted to one agent's habits shows as a
+fold far below the others. The labeller is the deterministic detectors, or the LLM judge with
+`--judge-url`. Message indices
 of evidence are those of the τ² Results `messages[]` (ingest keeps them one to one). Only
 aggregates are printed; `--items` lists per-trajectory disagreements and is refused on the test
 half, so that the detectors are never tuned to its items.
 
-    python benchmarks/diagnosis_agreement.py [--split tune|test] [--round 1|2] [--items] [--judge-url URL [--judge-runs N] ...]
+    python benchmarks/diagnosis_agreement.py [--split tune|test] [--round N] [--folds K] [--items] [--judge-url URL [--judge-runs N] ...]
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from tracegym.schema import Evidence, Label, LabelValue, Trajectory
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "labels" / "reference.json"
-SAMPLE = REPO / "labels" / "sample.json"  # the draw, with each round-2 entry marked "round": 2
+SAMPLE = REPO / "labels" / "sample.json"  # the draw, each entry after round 1 marked with its "round"
 VALUES = ("NA", "PRESENT", "LACKING")
 SOURCES = ("agent", "user_simulator", "benchmark")
 GOAL = 0.6  # κ per capability and on failure source (issue 11)
@@ -77,10 +82,15 @@ class Item:
         return self.entry["run_file"].split("/")[0]
 
 
+def sample_rounds() -> dict[tuple[str, str], int]:
+    """The sampling round of each drawn trajectory, by (run file, simulation id)."""
+    return {(e["run_file"], e["sim_id"]): e.get("round", 1) for e in json.loads(SAMPLE.read_text(encoding="utf-8"))}
+
+
 def load_items(split: str, data: Path, round_: int | None = None) -> list[Item]:
     """The reference entries of `split` (of sampling round `round_` only, when given), each joined
     to its trajectory ingested from the run file."""
-    rounds = {(e["run_file"], e["sim_id"]): e.get("round", 1) for e in json.loads(SAMPLE.read_text(encoding="utf-8"))}
+    rounds = sample_rounds()
     entries = [e for e in json.loads(REFERENCE.read_text(encoding="utf-8")) if e["split"] == split
                and round_ in (None, rounds[(e["run_file"], e["sim_id"])])]
     files = sorted({e["run_file"] for e in entries})
@@ -117,6 +127,12 @@ def voted_values(diagnosis: Diagnosis) -> dict[tuple[str, str], Label]:
     return majority(diagnosis.labels)
 
 
+def labelled(voted: dict[tuple[str, str], Label], item: Item, name: str) -> str:
+    """The labeller's value for one item and capability ("NA" where it gave none)."""
+    label = voted.get((item.trajectory.id, name))
+    return label.value.value if label else "NA"
+
+
 def capability_agreement(items: list[Item], voted: dict[tuple[str, str], Label], names: list[str]) -> list[str]:
     """Lines of the κ table (pooled and per domain) and the pooled confusion matrices."""
     domains = sorted({i.domain for i in items})
@@ -125,8 +141,7 @@ def capability_agreement(items: list[Item], voted: dict[tuple[str, str], Label],
     for name in names:
         pairs = {d: [] for d in domains}
         for item in items:
-            label = voted.get((item.trajectory.id, name))
-            pairs[item.domain].append((item.entry["labels"][name]["label"], label.value.value if label else "NA"))
+            pairs[item.domain].append((item.entry["labels"][name]["label"], labelled(voted, item, name)))
         pooled = [p for d in domains for p in pairs[d]]
         binary = [(a == "LACKING", b == "LACKING") for a, b in pooled]
         lines.append(f"{name:<28} {_fmt(kappa(pooled)):>6} {_fmt(kappa(binary)):>6}   "
@@ -135,6 +150,19 @@ def capability_agreement(items: list[Item], voted: dict[tuple[str, str], Label],
         matrices.append(f"  {name}: reference rows NA/PRESENT/LACKING, labeller columns: "
                         + " | ".join(" ".join(f"{counts[(a, b)]:>2}" for b in VALUES) for a in VALUES))
     return lines + ["confusion matrices (3-class, pooled):"] + matrices
+
+
+def fold_agreement(items: list[Item], voted: dict[tuple[str, str], Label], names: list[str], folds: int) -> list[str]:
+    """κ3 per capability on each of `folds` folds of the items, whole run files dealt to folds in
+    turn from the largest (a fold with one class only shows –)."""
+    files = Counter(i.entry["run_file"] for i in items)
+    fold_of = {f: n % folds for n, (f, _) in enumerate(sorted(files.items(), key=lambda fc: (-fc[1], fc[0])))}
+    members = [[i for i in items if fold_of[i.entry["run_file"]] == k] for k in range(folds)]
+    lines = [f"{'folds by run file':<28} " + "  ".join(f"{f'fold {k} ({len(m)})':>12}" for k, m in enumerate(members))]
+    for name in names:
+        values = [kappa([(i.entry["labels"][name]["label"], labelled(voted, i, name)) for i in m]) for m in members]
+        lines.append(f"{name:<28} " + "  ".join(f"{_fmt(v):>12}" for v in values))
+    return lines
 
 
 def evidence_located(items: list[Item], voted: dict[tuple[str, str], Label], names: list[str]) -> tuple[int, int]:
@@ -194,7 +222,9 @@ def item_lines(items: list[Item], diagnosis: Diagnosis, voted: dict[tuple[str, s
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--split", choices=("tune", "test"), default="test", help="half of the reference (default test)")
-    parser.add_argument("--round", type=int, choices=(1, 2), dest="round_", help="only the trajectories of this sampling round")
+    parser.add_argument("--round", type=int, choices=sorted(set(sample_rounds().values())), dest="round_",
+                        help="only the trajectories of this sampling round")
+    parser.add_argument("--folds", type=int, default=0, help="also κ3 per capability on this many folds by run file (default 0: none)")
     parser.add_argument("--items", action="store_true", help="list per-trajectory disagreements (tune half only)")
     add_config_arguments(parser, JudgeConfig)
     args = parser.parse_args(argv)
@@ -206,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"skipped: {data / 'tau2' / 'results'} is absent (set TRACEGYM_SHARED_DATA)")
         return 0
     items = load_items(args.split, data, args.round_)
+    if not items:
+        parser.error(f"{REFERENCE}: no labelled trajectories on the {args.split} half"
+                     + (f" of round {args.round_} (not merged yet?)" if args.round_ else ""))
     diagnosis = run_labeller(items, judge)
     voted = voted_values(diagnosis)
     names = list(items[0].entry["labels"])
@@ -215,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{diagnosis.report.params.get('labeller')}")
     for line in capability_agreement(items, voted, names):
         print(line)
+    if args.folds > 1:
+        for line in fold_agreement(items, voted, names, args.folds):
+            print(line)
     hits, total = evidence_located(items, voted, names)
     print(f"evidence at the reader's message: {hits}/{total} LACKING agreements")
     for line in source_agreement(items, diagnosis):

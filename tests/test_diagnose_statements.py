@@ -25,6 +25,7 @@ def test_a_charge_stated_that_the_write_did_not_make_is_data_reasoning() -> None
 
     assert upgraded("the fare difference is $150", 150) == P
     assert upgraded("the fare difference is $75 per passenger", 150) == P  # a share of the charge
+    assert upgraded("the fare difference is $75", 150) == L  # a share stated as the whole
     assert upgraded("the fare difference is $120", 150) == L
     assert upgraded("the business fare is $350", 150) == P  # a fare, not a charge: nothing stated to compare
 
@@ -63,6 +64,16 @@ def test_a_refund_the_policy_does_not_grant_promised_is_policy_compliance() -> N
     assert said("Your insurance covers illness, so you are eligible for a full refund.", user="Cancel ABC123, I am sick.",
                 insurance="yes", **OLD)["policy_compliance"] == P  # the policy grants this one
     assert said("It was booked today, so you are eligible for a full refund.")["policy_compliance"] == P
+    assert said("You may be eligible to cancel ABC123 due to this tragic circumstance and receive a full refund.",
+                **OLD)["policy_compliance"] == L  # the promise is the clause's, however long
+
+
+def test_a_cancellation_without_a_refund_is_no_option_the_policy_has() -> None:
+    assert said("You can still cancel ABC123, but no refund will be issued.", **OLD)["policy_compliance"] == L
+    assert said("Cancel ABC123 without a refund (you would lose the $200 you paid).", **OLD)["policy_compliance"] == L
+    assert said("ABC123 cannot be cancelled without a refund or otherwise: it meets none of the conditions.",
+                **OLD)["policy_compliance"] == P
+    assert said("I can cancel ABC123 for you with a full refund since it was booked today.")["policy_compliance"] == P
 
 
 def test_offers_the_policy_forbids_are_policy_compliance() -> None:
@@ -76,6 +87,26 @@ def test_offers_the_policy_forbids_are_policy_compliance() -> None:
     complaint = "My flight ABC123 was delayed and I am upset."
     assert said("I can offer compensation for the delay.", user=complaint)["policy_compliance"] == L
     assert said("I can offer compensation for the delay.", user=complaint + " I want compensation.")["policy_compliance"] == P
+
+
+def test_a_procedure_no_tool_provides_promised_is_policy_compliance() -> None:
+    assert said("Would you like me to set a reminder to follow up once the refund is processed?")["policy_compliance"] == L
+    assert said("I will notify you as soon as a seat opens up.")["policy_compliance"] == L
+    assert said("I'll also keep an eye out for cheaper fares.")["policy_compliance"] == L
+    assert said("I'm not able to set reminders, but you can contact us again anytime.")["policy_compliance"] == P
+    assert said("I will first make the transfer and then notify you that it is done.")["policy_compliance"] == P
+    assert said("You will receive an email with the details.")["policy_compliance"] == P  # the system's, not the agent's
+
+
+def test_a_locked_sim_is_escalated_not_unlocked_by_the_user() -> None:
+    def told(text: str, status: str = "The SIM card is locked with a PIN code.") -> LabelValue:
+        run = (Run("telecom", policy="").user("I have no service, my number is 555-123-2002.")
+               .call("check_sim_status", status).say(text))
+        return values(run.trajectory([], [], success=False))["policy_compliance"]
+
+    assert told("If you know your SIM PIN, please enter it when prompted on your phone.") == L
+    assert told("Your SIM is locked; you do not need to enter any PIN, I will transfer you to technical support.") == P
+    assert told("Please enter your SIM PIN when prompted.", status="Your SIM card is active and working.") == P
 
 
 def test_a_delay_certificate_needs_a_changed_or_cancelled_reservation() -> None:

@@ -16,7 +16,7 @@ from tracegym.analysis.detect_tau import detect
 from tracegym.analysis.diagnose import diagnose
 from tracegym.analysis.ingest import ingest_paths
 from tracegym.analysis.policy import corrections
-from tracegym.schema import LabelValue, Trajectory
+from tracegym.schema import Label, LabelValue, Trajectory
 
 from tau_runs import USER, L, N, P, Run, booking, cancel, looked_up, quotes, values
 
@@ -263,7 +263,7 @@ def test_a_domain_the_rules_do_not_know_gets_the_generic_checks() -> None:
     gold = [{"name": "transfer_funds", "arguments": {"account_id": "A1", "amount": 10}},
             {"name": "close_account", "arguments": {"account_id": "A1"}}]
     verdicts = values(run.trajectory(gold, [True, False]))
-    assert verdicts["multi_step_task_completion"] == L and verdicts["tool_calling_precision"] == L  # never closed; a loop
+    assert verdicts["multi_step_task_completion"] == L and verdicts["tool_calling_precision"] == P  # never closed; no wrong call
     assert verdicts["precondition_verification"] == P  # no confirmation rule without a known policy
 
 
@@ -335,6 +335,18 @@ def test_agreement_with_careful_reading_on_the_tune_half(shared_data: Path) -> N
     assert bench.kappa(sources) >= 0.7
     assert bench.kappa([("a", "a"), ("b", "b"), ("a", "b")]) == pytest.approx(0.4)
     assert bench.kappa([("a", "a"), ("a", "a")]) is None
+
+
+def test_folds_deal_whole_run_files_largest_first() -> None:
+    bench = _agreement_module()
+    entries = [{"run_file": f"airline/{name}.json", "labels": {"policy_compliance": {"label": label}}}
+               for name, label in (("a", "PRESENT"), ("a", "LACKING"), ("a", "PRESENT"), ("b", "LACKING"), ("b", "PRESENT"), ("c", "NA"))]
+    items = [bench.Item(e, Run().user(str(n)).trajectory([], [], task=str(n))) for n, e in enumerate(entries)]
+    voted = {(items[1].trajectory.id, "policy_compliance"): Label(trajectory_id=items[1].trajectory.id, capability="policy_compliance",
+                                                                  value=LabelValue.LACKING, labeller="x")}
+    head, row = bench.fold_agreement(items, voted, ["policy_compliance"], 2)
+    assert "fold 0 (4)" in head and "fold 1 (2)" in head  # a (3) and c (1) together, b (2) alone
+    assert row.split()[1:] == ["+0.33", "+0.00"]  # fold 0: a's LACKING found, two PRESENT missed; fold 1: b's LACKING missed
 
 
 def test_gold_the_benchmark_corrected_blames_it_only_for_runs_graded_on_it(shared_data: Path) -> None:

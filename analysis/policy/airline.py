@@ -13,7 +13,7 @@ import re
 from typing import Any, Iterator
 
 from tracegym.analysis.detectors import canonical
-from tracegym.analysis.policy import airline_fares, airline_offers
+from tracegym.analysis.policy import airline_fares, airline_offers, procedures
 from tracegym.analysis.policy.airline_records import cancellation_refused, flown, may_compensate, reservation, reservations, user
 from tracegym.analysis.policy.conversation import Call, Conversation, dicts, listed, mentions
 from tracegym.analysis.policy.domain import ActionRule, ConversationRule, Domain, Finding
@@ -96,7 +96,8 @@ def _cabins(conversation: Conversation, record_id: Any, before: int) -> set[str]
 
 def _bags(conversation: Conversation, name: str, arguments: dict, before: int) -> Iterator[Finding]:
     """Free checked bags per passenger by the booking user's membership and the cabin; bags are
-    added only when the user wants them, and never removed."""
+    added only when the user wants them, and never removed. With the membership unread, the paid
+    count must still be one some membership gives (`_bags_any_membership`)."""
     total, nonfree = arguments.get("total_baggages"), arguments.get("nonfree_baggages")
     if name == "update_reservation_baggages":
         record = reservation(conversation, arguments.get("reservation_id"), before, first=True)
@@ -110,8 +111,11 @@ def _bags(conversation: Conversation, name: str, arguments: dict, before: int) -
         cabins, passengers, owner, had = {str(arguments.get("cabin"))}, len(listed(arguments.get("passengers"))), arguments.get("user_id"), 0
     if isinstance(total, int) and total > had and NO_BAGS.search(conversation.user_text(before)):
         yield Finding("policy_compliance", before, f"{name}: {total} checked bags although the user wanted none")
+    if not isinstance(total, int) or not isinstance(nonfree, int):
+        return
     profile = user(conversation, before, owner)
-    if profile is None or not isinstance(total, int) or not isinstance(nonfree, int):
+    if profile is None:  # membership unread: the count must still fall within what some membership allows
+        yield from _bags_any_membership(name, cabins, passengers, total, nonfree, before)
         return
     allowances = {cabin: FREE_BAGS.get(str(profile.get("membership")), {}).get(cabin) for cabin in cabins}
     expected = {cabin: max(0, total - free * passengers) for cabin, free in allowances.items() if free is not None}
@@ -120,6 +124,19 @@ def _bags(conversation: Conversation, name: str, arguments: dict, before: int) -
         yield Finding("structured_data_reasoning", before,
                       f"{name}: nonfree_baggages={nonfree} for {total} bags, but a {profile.get('membership')} member in "
                       f"{cabin} has {allowances[cabin]} free per passenger ({passengers} passengers): {expected[cabin]} expected")
+
+
+def _bags_any_membership(name: str, cabins: set[str], passengers: int, total: int, nonfree: int, before: int) -> Iterator[Finding]:
+    """Paid bags outside what any membership gives in any of the cabins: more than the fewest free
+    bags leave to pay for, or fewer than the most free bags do."""
+    allowances = [levels[cabin] for levels in FREE_BAGS.values() for cabin in cabins if cabin in levels]
+    if not allowances:
+        return
+    most, fewest = max(0, total - min(allowances) * passengers), max(0, total - max(allowances) * passengers)
+    if not fewest <= nonfree <= most:
+        yield Finding("structured_data_reasoning", before,
+                      f"{name}: nonfree_baggages={nonfree} for {total} bags ({passengers} passengers, {'/'.join(sorted(cabins))}); "
+                      f"every membership leaves between {fewest} and {most} to pay")
 
 
 def _payment(conversation: Conversation, name: str, arguments: dict, before: int) -> Iterator[Finding]:
@@ -231,7 +248,7 @@ DOMAIN = Domain(
                    "the agent can offer a certificate as a gesture after confirming the facts and changing or cancelling the "
                    "reservation", frozenset({"send_certificate"}), _delay_certificate),
     ),
-    conversation_rules=(*airline_offers.RULES,
+    conversation_rules=(*airline_offers.RULES, procedures.RULE,
                         ConversationRule("Seat availability and prices are listed for each cabin class.",
                                          airline_fares.cheapest_claims)),
     derived=frozenset({"flights", "nonfree_baggages", "amount", "payment_methods"}),

@@ -5,7 +5,8 @@ promises and claims the policy does not support are findings even when no write 
   asked for any; a cabin change offered for some flights or passengers of a reservation only (or
   priced when the user asked for one, instead of declined); a
   benefit of travel insurance the policy does not give (it refunds a cancellation for health or
-  weather reasons, nothing else); a refund promised for a cancellation the policy forbids;
+  weather reasons, nothing else); a refund promised for a cancellation the policy forbids; a
+  cancellation without a refund offered (the policy has none);
 - precondition verification: compensation offered before any reservation was read;
 - structured data reasoning: a membership level the profile contradicts, a reservation described
   without having been read.
@@ -19,7 +20,7 @@ import re
 from typing import Iterator
 
 from tracegym.analysis.policy.airline_records import cancellation_refused, may_compensate, reservation, reservations, user
-from tracegym.analysis.policy.conversation import Conversation, assertions, listed, mentions
+from tracegym.analysis.policy.conversation import Conversation, assertions, listed, mentions, negated
 from tracegym.analysis.policy.domain import ConversationRule, Finding
 
 _MEMBER_CLAIM = re.compile(r"\b(?:you(?:'re| are)|your|as an?)\s+(?:a\s+)?(gold|silver|regular)\s+(?:member|membership|status|tier)",
@@ -40,8 +41,10 @@ _PARTIAL_WORDS = ("only", "just", "while keeping")  # every match of _PARTIAL_CA
 _DECLINES = re.compile(r"\b(?:cannot|can'?t|unable|not (?:possible|allowed|permitted)|same cabin|must|requires?|policy)\b", re.IGNORECASE)
 _INSURANCE_BENEFIT = re.compile(r"\binsurance\b[^.?!\n]{0,60}\b(?:covers?|waives?|waived|pays? for|applies to)\b[^.?!\n]{0,50}"
                                 r"\b(?:fees?|difference|increase|changes?|costs?|upgrade|bags?|fare)\b", re.IGNORECASE)
-_REFUND_PROMISE = re.compile(r"\b(?:eligible|entitled|qualif(?:y|ies|ied))\b[^.?!\n]{0,30}\brefund|\byou(?:'ll| will) (?:get|receive) "
+_REFUND_PROMISE = re.compile(r"\b(?:eligible|entitled|qualif(?:y|ies|ied))\b[^.?!\n]{0,100}\brefund|\byou(?:'ll| will) (?:get|receive) "
                              r"a full refund|\bcancel\w*[^.?!\n]{0,40}\bwith a full refund", re.IGNORECASE)
+_NO_REFUND_CANCEL = re.compile(r"\bcancel\w*\b[^.?!\n]{0,60}?(?P<forfeit>\bwithout (?:a |any )?refund|\(?no refund (?:will|would) be "
+                               r"(?:issued|given|provided)\)?|\band forfeit)", re.IGNORECASE)
 _STATES_A_RULE = re.compile(r"\b(?:only|must|requires?|required|policy)\b", re.IGNORECASE)  # explaining a rule offers nothing
 _REQUIRES = re.compile(r"\b(?:must|requires?|required|policy)\b", re.IGNORECASE)
 _TO_BE_SEEN = re.compile(r"\b(?:determine|check|once|only|outside|beyond)\b|\bpolic(?:y|ies) (?:states?|says?)\b", re.IGNORECASE)
@@ -119,6 +122,22 @@ def _refund_promises(conversation: Conversation) -> Iterator[Finding]:
             return
 
 
+def _unrefunded_cancellations(conversation: Conversation) -> Iterator[Finding]:
+    """Offering to cancel without a refund: the policy cancels only under its conditions, always
+    with a refund (to the original payment methods), so a cancellation that forfeits the fare is an
+    option it does not have."""
+    for index, text in conversation.texts("assistant"):
+        lowered = text.lower()
+        if "cancel" not in lowered or not ("refund" in lowered or "forfeit" in lowered):
+            continue
+        for sentence in re.split(r"(?<=[.!?\n])", text):
+            offer = _NO_REFUND_CANCEL.search(sentence)
+            if offer and not negated(sentence.replace(offer.group("forfeit"), "")):
+                yield Finding("policy_compliance", index, f"offers a cancellation without a refund, which the policy does not "
+                                                          f"provide: {sentence.strip()!r}")
+                return
+
+
 def _membership_claims(conversation: Conversation) -> Iterator[Finding]:
     """Stating a membership level the user's profile contradicts."""
     for index, text in conversation.texts("assistant"):
@@ -152,6 +171,7 @@ RULES = (
     ConversationRule("The travel insurance is 30 dollars per passenger and enables full refund if the user needs to cancel the "
                      "flight given health or weather reasons.", _insurance_benefits),
     ConversationRule("Otherwise, flight can be cancelled if any of the following is true", _refund_promises),
+    ConversationRule("Otherwise, flight can be cancelled if any of the following is true", _unrefunded_cancellations),
     ConversationRule("There are three membership levels", _membership_claims),
     ConversationRule("If the user doesn't know their reservation id, the agent should help locate it using available tools.",
                      _unread_reservation_claims),

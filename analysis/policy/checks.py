@@ -23,12 +23,12 @@ from tracegym.analysis.policy.domain import TRANSFER, Domain, Finding
 from tracegym.analysis.policy.payments import describe_payment
 
 LOOPING_TERMINATIONS = {"max_steps", "too_many_errors", "timeout", "context_window_exceeded"}
-REPEAT_LIMIT = 3  # identical calls (same name and arguments) in a row counted as a loop from this many on
 _REFUSAL = re.compile(r"\b(?:polic(?:y|ies)|not (?:allowed|permitted|eligible)|isn'?t (?:allowed|permitted|eligible)|"
                       r"against (?:the|our) rules|(?:cannot|can'?t|could not|couldn'?t) be (?:modified|changed|cancell?ed|"
                       r"refunded|returned|exchanged)|(?:unable|not able) to (?:modify|change|cancel|refund|return|exchange))\b",
                       re.IGNORECASE)
-_ARGUMENT_ERROR = re.compile(r"not found|invalid|does not exist|no such|unknown|format|missing|required", re.IGNORECASE)
+_ARGUMENT_ERROR = re.compile(r"not found|invalid|does not exist|no such|unknown|format|missing|required|"
+                             r"does not add up|should (?:be different|match)", re.IGNORECASE)  # what the call itself got wrong
 _DEFERRED = re.compile(r"\b(?:prefer to wait|hold off|(?:reach out|contact you|call back|come back)(?: again)? (?:later|once|when)|"
                        r"decide later|think (?:about it|it over)|never ?mind|changed my mind)\b", re.IGNORECASE)
 _CANNOT = re.compile(r"\b(?:can only|cannot|can'?t|unable|not (?:possible|able|allowed|permitted|eligible))\b", re.IGNORECASE)
@@ -82,10 +82,25 @@ def _key(value: Any) -> str:
     return canonical(value)
 
 
+def _as_expected(value: Any, expected: Any) -> Any:
+    """`value` cut to the fields `expected` has: in a dict, or in each dict of a list of dicts (a
+    flight given with its origin and price is the flight the gold names; the tool reads only its
+    own fields)."""
+    if isinstance(value, dict) and isinstance(expected, dict):
+        return {k: _as_expected(value.get(k), expected[k]) for k in expected if k in value}
+    if isinstance(value, list) and isinstance(expected, list) and expected and all(isinstance(e, dict) for e in expected):
+        fields = {k for e in expected for k in e}
+        return [{k: v for k, v in item.items() if k in fields} if isinstance(item, dict) else item for item in value]
+    return value
+
+
 def _differing(action: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
+    """The compared arguments of a gold action that `arguments` gives otherwise (fields the gold's
+    values lack are ignored, `_as_expected`)."""
     expected = action.get("arguments") or {}
     keys = action.get("compare_args")
-    return [k for k in (list(expected) if keys is None else keys) if _key(arguments.get(k)) != _key(expected.get(k))]
+    return [k for k in (list(expected) if keys is None else keys)
+            if _key(_as_expected(arguments.get(k), expected.get(k))) != _key(expected.get(k))]
 
 
 def record_of(domain: Domain, arguments: dict[str, Any]) -> tuple:
@@ -261,20 +276,6 @@ def user_left_early(conversation: Conversation) -> Finding | None:
         return Finding("multi_step_task_completion", index, f"the user stopped while the agent awaited an answer: "
                                                             f"{spoken[-1][1][-160:]} / user: {text}")
     return None
-
-
-def loops(conversation: Conversation) -> Iterator[Finding]:
-    """The same call (name and arguments) made REPEAT_LIMIT or more times in a row, nothing between."""
-    calls = conversation.agent_calls
-    keys = [(c.name, canonical(c.arguments)) for c in calls]
-    start = 0
-    for end in range(1, len(calls) + 1):
-        if end < len(calls) and keys[end] == keys[start]:
-            continue
-        if end - start >= REPEAT_LIMIT:
-            yield Finding("tool_calling_precision", calls[start].index,
-                          f"same call {end - start} times in a row: {render(calls[start].name, calls[start].arguments)}")
-        start = end
 
 
 def invented_identifiers(conversation: Conversation, domain: Domain) -> Iterator[Finding]:

@@ -101,7 +101,12 @@ def assertions(text: str, hedges: re.Pattern | None = None) -> list[str]:
     commas, "but", "despite", ...) that are not negated."""
     return [clause.strip() for sentence in _SENTENCE.findall(text)
             if not _CONDITIONAL.search(sentence) and not (hedges and hedges.search(sentence))
-            for clause in _CLAUSE.split(sentence) if clause.strip() and not _NEGATED.search(clause)]
+            for clause in _CLAUSE.split(sentence) if clause.strip() and not negated(clause)]
+
+
+def negated(text: str) -> bool:
+    """Whether `text` holds a negation ("not", "never", "cannot", "unable", "n't")."""
+    return bool(_NEGATED.search(text))
 
 
 def asks_for_human(text: str) -> bool:

@@ -5,8 +5,9 @@ the same record as last read before the write (a new booking: all of them). An a
 states a charge, refund or price difference ("the difference is $495", "refund: $1,515") is checked
 against the writes made between the agent's previous message and its next one, i.e. the writes it
 proposes or reports: when none of the stated amounts is any of their charges (their total, one
-payment of it, or that divided among up to `PER_PERSON` passengers), the agent told the user an
-amount the data did not support. Amounts are compared to the cent.
+payment of it, or, where the message speaks of shares ("per passenger", "each", "× 2"), that
+divided among up to `PER_PERSON` passengers), the agent told the user an amount the data did not
+support. Amounts are compared to the cent.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from tracegym.analysis.policy.conversation import Call, Conversation
 from tracegym.analysis.policy.domain import Domain, Finding
 
 PER_PERSON = 9  # a stated amount may be a charge divided among this many passengers at most
+_SHARE = re.compile(r"\b(?:per|each|every)\b|/\s?(?:person|passenger|traveler|pax)\b|\b(?:x|×)\s?\d|\d\s?(?:x|×)",
+                    re.IGNORECASE)  # the message speaks of shares: a stated amount may be one
 _STATED = re.compile(r"\b(?:difference|charged?|charging|refund(?:ed)?|due(?! to)|additional|owe|pay|cost (?:of|for) "
                      r"(?:the|these|this|your) (?:change|upgrade|modification)s?)\b[^$\n]{0,40}?\$\s?(\d[\d,]*(?:\.\d+)?)",
                      re.IGNORECASE)
@@ -53,7 +56,8 @@ def misquoted_charges(conversation: Conversation, domain: Domain) -> Iterator[Fi
         high = texts[position + 1][0] if position + 1 < len(texts) else len(conversation.messages)
         made = [c for c in writes if low < c.index < high]
         charged = set().union(*(charges(conversation, domain, c) for c in made)) if made else set()
-        if charged and not any(abs(s - c / k) < 0.005 for s in stated for c in charged for k in range(1, PER_PERSON + 1)):
+        shares = range(1, PER_PERSON + 1) if _SHARE.search(text) else (1,)
+        if charged and not any(abs(s - c / k) < 0.005 for s in stated for c in charged for k in shares):
             shown = ", ".join(f"${s:,.2f}" for s in sorted(stated))
             yield Finding("structured_data_reasoning", index, f"states {shown}, but {', '.join(c.name for c in made)} "
                                                               f"charged or refunded {', '.join(f'${c:,.2f}' for c in sorted(charged))}: "

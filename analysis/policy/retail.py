@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
+from tracegym.analysis.policy import procedures
 from tracegym.analysis.policy.conversation import Call, Conversation, dicts, listed
 from tracegym.analysis.policy.domain import ActionRule, ConversationRule, Domain, Finding
 from tracegym.analysis.policy.payments import payment_words
@@ -145,6 +146,7 @@ DOMAIN = Domain(
         ConversationRule("you have to authenticate the user identity by locating their user id via email, or via name + zip code",
                          _authenticated_first),
         ConversationRule("Exchange or modify order tools can only be called once per order.", _once_per_order),
+        procedures.RULE,
     ),
     derived=frozenset({"new_item_ids", "item_ids"}),
     expand=describe,

@@ -1,8 +1,9 @@
 """τ²-bench telecom policy as executable checks over the customer, line and bill records the tools showed.
 
-The line an agent works on must be the one with the phone number the user gave; bills are checked
-overdue before a payment request and paid before a suspension is lifted; refuels are at most 2 GB
-and their price is confirmed first. What the status outputs show (`telecom_state`) must be read
+The line an agent works on must be the one with the phone number the user gave (a write to another
+line it read misreads the records: data reasoning); bills are checked overdue before a payment
+request and paid before a suspension is lifted; refuels are at most 2 GB and their price is
+confirmed first. What the status outputs show (`telecom_state`) must be read
 right: a setting the agent calls fine while the last status read shows the guide's fault, or a
 line over its data limit never refuelled, is a data-reasoning finding; the steps the agent then left
 undone and the transfer it made believing the guide exhausted are owed to that misreading
@@ -14,7 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from tracegym.analysis.policy.conversation import Call, Conversation, assertions
+from tracegym.analysis.policy import procedures
+from tracegym.analysis.policy.conversation import Call, Conversation, assertions, negated
 from tracegym.analysis.policy.domain import TRANSFER, ActionRule, ConversationRule, Domain, Finding
 from tracegym.analysis.policy.telecom_state import exceeded_lines, faults, statements
 
@@ -64,10 +66,12 @@ def line_numbers(conversation: Conversation) -> dict[str, str]:
 
 
 def _right_line(conversation: Conversation, name: str, arguments: dict, before: int) -> Iterator[Finding]:
+    """A write to a line the agent had read whose number is not the user's: the records were misread
+    (which line is the user's), as a wrong record read from the data is everywhere (`checks`)."""
     numbers, wanted = line_numbers(conversation), user_numbers(conversation, before)
     number = numbers.get(str(arguments.get("line_id")))
     if wanted and number and number not in wanted:
-        yield Finding("tool_calling_precision", before, f"{name} on line {arguments.get('line_id')} ({number}); the user's "
+        yield Finding("structured_data_reasoning", before, f"{name} on line {arguments.get('line_id')} ({number}); the user's "
                                                         f"number is {', '.join(sorted(wanted))}")
 
 
@@ -151,6 +155,26 @@ def _exceeded_unaddressed(conversation: Conversation) -> Iterator[Finding]:
             return
 
 
+_LOCKED_SIM = "escalate to technical support for assistance with SIM security"
+_ENTER_CODE = re.compile(r"[^.?!\n]*\b(?:PIN|PUK)\b[^.?!\n]*", re.IGNORECASE)
+
+
+def _sim_code_procedure(conversation: Conversation) -> Iterator[Finding]:
+    """Once a SIM status read showed the SIM locked, telling the user to enter a PIN or PUK: the
+    guide escalates a locked SIM to technical support and gives no unlocking procedure."""
+    locked = [c.result_index for c in conversation.calls if c.name == "check_sim_status" and c.result_index is not None
+              and "locked" in str(c.output).lower()]
+    if not locked:
+        return
+    for index, text in conversation.texts("assistant", min(locked)):
+        sentence = next((m.group(0) for m in _ENTER_CODE.finditer(text)
+                         if re.search(r"\benter", m.group(0), re.IGNORECASE) and not negated(m.group(0))), None)
+        if sentence:
+            yield Finding("policy_compliance", index, f"a locked SIM is escalated, yet the agent has the user enter a code: "
+                                                      f"{sentence.strip()!r}")
+            return
+
+
 def confirmation(call: Call, conversation: Conversation) -> list[tuple[Any, ...]] | None:
     if call.name == "refuel_data":
         return [(call.arguments.get("gb_amount"),), PRICE_WORDS]
@@ -177,6 +201,8 @@ DOMAIN = Domain(
                          "data roaming is enabled.", _denied_faults),
         ConversationRule("If the user's data usage for a line exceeds the plan's data limit, data connectivity will be lost.",
                          _exceeded_unaddressed),
+        ConversationRule(_LOCKED_SIM, _sim_code_procedure),
+        procedures.RULE,
     ),
     workflow=True,
 )

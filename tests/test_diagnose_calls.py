@@ -1,0 +1,78 @@
+"""The arguments of the agent's calls on hand-built runs: what a wrong one shows (tool-calling precision,
+or data reasoning for a misread record or allowance) and what is no error at all."""
+
+from __future__ import annotations
+
+from tau_runs import L, P, Run, booking, looked_up, values
+
+FLIGHT = {"flight_number": "HAT002", "date": "2024-05-21"}
+
+
+def changed(flight: dict) -> dict:
+    """Values of a run that moves ABC123 to `flight` after the user's yes; τ² recorded the gold's
+    flight change as unmatched (it compares the call's arguments whole)."""
+    arguments = {"reservation_id": "ABC123", "cabin": "economy", "flights": [flight], "payment_id": "credit_card_1"}
+    run = (looked_up("ABC123").user("Please move ABC123 to HAT002 on May 21.")
+           .call("search_direct_flight", [{**FLIGHT, "origin": "JFK", "destination": "LAX", "price": 210}],
+                 origin="JFK", destination="LAX", date="2024-05-21")
+           .say("I'll move ABC123 to HAT002 on 2024-05-21, paying the $10 difference with your visa 4321. Proceed?").user("yes")
+           .call("update_reservation_flights", {"reservation_id": "ABC123"}, **arguments))
+    gold = [{"name": "update_reservation_flights", "arguments": {**arguments, "flights": [FLIGHT]}}]
+    return values(run.trajectory(gold, [False]))
+
+
+def test_fields_the_gold_does_not_name_are_no_wrong_argument() -> None:
+    extra = changed({**FLIGHT, "origin": "JFK", "destination": "LAX", "price": 210})
+    assert extra["tool_calling_precision"] == P and extra["structured_data_reasoning"] == P
+    assert changed({**FLIGHT, "date": "2024-05-22"})["tool_calling_precision"] == L
+
+
+def test_the_same_correct_call_repeated_is_no_imprecision() -> None:
+    def repeated(name: str, **arguments) -> dict:
+        run = looked_up("ABC123").user("Can you help me with ABC123?")
+        for _ in range(4):
+            run.call(name, "Transfer successful" if name == "transfer_to_human_agents" else booking("ABC123", bags=1), **arguments)
+        return values(run.say("Done.").trajectory([], [], success=False))
+
+    assert repeated("get_reservation_details", reservation_id="ABC123")["tool_calling_precision"] == P
+    assert repeated("transfer_to_human_agents", summary="help")["tool_calling_precision"] == P
+    assert repeated("update_reservation_baggages", reservation_id="ABC123", total_baggages=1, nonfree_baggages=1,
+                    payment_id="credit_card_1")["tool_calling_precision"] == P
+
+
+def test_a_write_to_another_line_than_the_users_is_a_misread_record() -> None:
+    lines = {"L1": "555-123-2001", "L2": "555-123-2002"}
+    run = (Run("telecom", policy="").user("My data does not work abroad; my number is 555-123-2002.")
+           .call("get_customer_by_phone", {"customer_id": "C1", "line_ids": list(lines)}, phone_number="555-123-2002"))
+    for line, number in lines.items():
+        run.call("get_details_by_id", {"line_id": line, "phone_number": number, "roaming_enabled": False}, id=line)
+    verdicts = values(run.call("enable_roaming", {"line_id": "L1", "roaming_enabled": True}, customer_id="C1", line_id="L1")
+                      .say("Roaming is enabled on your line.").trajectory([], [], success=False))
+    assert verdicts["structured_data_reasoning"] == L and verdicts["tool_calling_precision"] == P
+
+
+def test_paid_bags_outside_every_memberships_allowance_are_a_misreading_even_with_the_profile_unread() -> None:
+    def added(nonfree: int, bags: int = 1) -> dict:
+        run = (Run().user("Add a checked bag to ABC123, please.").call("get_reservation_details", booking("ABC123"), reservation_id="ABC123")
+               .say(f"I'll add {bags} checked bag to ABC123, charged to your visa 4321. Proceed?").user("yes")
+               .call("update_reservation_baggages", booking("ABC123", bags=bags), reservation_id="ABC123", total_baggages=bags,
+                     nonfree_baggages=nonfree, payment_id="credit_card_1"))
+        return values(run.trajectory([], [], success=True))
+
+    assert added(1)["structured_data_reasoning"] == L  # every membership gives an economy passenger one free bag
+    assert added(0)["structured_data_reasoning"] == P
+    assert added(1, bags=2)["structured_data_reasoning"] == P  # a regular member pays for the second
+
+
+def test_a_write_refused_for_its_own_arguments_is_imprecision_one_refused_for_the_state_a_precondition() -> None:
+    def refused(error: str) -> dict:
+        run = (looked_up("ABC123").user("Please add two bags to ABC123 and pay with my gift card.")
+               .say("I'll add 2 checked bags to ABC123, one free and one for $50 from gift card 9. Proceed?").user("yes")
+               .call("update_reservation_baggages", error, error=True, reservation_id="ABC123", total_baggages=2,
+                     nonfree_baggages=1, payment_id="gift_card_9"))
+        return values(run.say("Sorry, that did not work.").trajectory([], [], success=False))
+
+    added_up = refused("Error: Payment amount does not add up, total price is 50, but paid 40")
+    assert added_up["tool_calling_precision"] == L and added_up["precondition_verification"] == P
+    balance = refused("Error: Gift card balance is not enough")
+    assert balance["tool_calling_precision"] == P and balance["precondition_verification"] == L
