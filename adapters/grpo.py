@@ -258,18 +258,18 @@ class GRPOTrainer:
 
     def resume(self) -> bool:
         """Restore the latest checkpoint under `out_dir` (True if one was found) and cut the log
-        back to its step, so a killed run continues exactly where the checkpoint left it."""
+        back to its step (to nothing without one), so a killed run continues exactly where the
+        checkpoint left it and its log holds only the steps it keeps."""
         found = find_checkpoint(self.out_dir / CHECKPOINT_DIR)
-        if found is None:
-            return False
-        state = load_checkpoint(found, self.policy, self.optimizer)
-        self.step, self.cursor = state["step"], state["cursor"]
+        if found is not None:
+            state = load_checkpoint(found, self.policy, self.optimizer)
+            self.step, self.cursor = state["step"], state["cursor"]
+            logger.info("resumed from %s at step %d", found, self.step)
         log = self.out_dir / LOG_FILE
         if log.is_file() and self.accelerator.is_main_process:
             lines = [line for line in log.read_text().splitlines() if line and json.loads(line)["step"] <= self.step]
             log.write_text("".join(line + "\n" for line in lines))
-        logger.info("resumed from %s at step %d", found, self.step)
-        return True
+        return found is not None
 
     def train(self, progress: bool = True, until: int | None = None) -> list[dict[str, Any]]:
         """Run steps until step `until` (default `config.steps`); returns this call's log records.

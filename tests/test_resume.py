@@ -66,3 +66,12 @@ def test_interrupted_checkpoint_swap_keeps_the_previous_checkpoint(tmp_path):
     assert trainer.resume() and (trainer.step, trainer.cursor) == (2, 5)
     shutil.rmtree(found)
     assert find_checkpoint(path) is None
+
+
+def test_a_run_killed_before_its_first_checkpoint_restarts_with_an_empty_log(tmp_path):
+    killed = _trainer(tmp_path)
+    killed.train(progress=False, until=1)  # step 1 logged, no checkpoint yet (save_every=2)
+    assert [r["step"] for r in read_log(tmp_path)] == [1] and find_checkpoint(tmp_path / CHECKPOINT_DIR) is None
+    restarted = _trainer(tmp_path)
+    assert not restarted.resume() and restarted.step == 0
+    assert read_log(tmp_path) == [], "the lost step's record would be counted twice once the run starts over"
