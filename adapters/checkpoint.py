@@ -18,7 +18,7 @@ import torch
 from peft import PeftModel, set_peft_model_state_dict
 from safetensors.torch import load_file
 
-from tracegym.adapters.lora import save_policy
+from tracegym.adapters.lora import POLICY_ADAPTER, save_policy
 
 STATE_FILE = "trainer_state.pt"
 
@@ -68,8 +68,9 @@ def load_checkpoint(path: str | Path, model: PeftModel, optimizer: torch.optim.O
     (step, cursor, ...) without the optimizer and RNG entries."""
     path = Path(path)
     weights = load_file(str(path / "adapter" / "adapter_model.safetensors"))
-    result = set_peft_model_state_dict(model, weights)
-    missing = [key for key in result.missing_keys if "lora_" in key]
+    result = set_peft_model_state_dict(model, weights, adapter_name=POLICY_ADAPTER)
+    # only the trained adapter is checkpointed; a frozen reference adapter is loaded from its own folder
+    missing = [key for key in result.missing_keys if "lora_" in key and f".{POLICY_ADAPTER}." in key]
     if missing:
         raise ValueError(f"{path}: checkpoint lacks adapter weights {missing[:3]}")
     state = torch.load(path / STATE_FILE, weights_only=False)

@@ -139,3 +139,18 @@ def test_an_episode_samples_the_same_whatever_else_is_in_the_batch(tmp_path):
     assert [e.completion_ids for e in alone] == [e.completion_ids for e in together]
     trainer.step += 1
     assert [e.completion_ids for e in trainer.rollouts([3])] != [e.completion_ids for e in alone], "steps draw afresh"
+
+
+def test_a_run_with_a_reference_resumes_from_its_checkpoint(tmp_path):
+    folder, _ = _warm_start(tmp_path)
+
+    def trainer():
+        base, _ = chatty_tiny_model()
+        return _trainer(tmp_path / "run", model=add_reference(attach_lora(base, adapter_dir=folder), folder), steps=1)
+
+    first = trainer()
+    first.train(progress=False)
+    trained = {n: p.detach().clone() for n, p in first.policy.named_parameters() if p.requires_grad}
+    resumed = trainer()
+    assert resumed.resume() and resumed.step == 1, "the checkpoint holds the policy adapter; the reference comes from its folder"
+    assert all(torch.equal(trained[n], p) for n, p in resumed.policy.named_parameters() if n in trained)
