@@ -14,6 +14,7 @@ seeds) minus the warm start's, and trace minus grpo, with paired bootstrap 95% i
 
     python benchmarks/learning.py [--out DIR] [--families F1,F2] [--steps N] [--seeds N] [--heldout N]
                                   [--sampled N] [--groups N] [--lr LR] [--warm-lr LR]
+    python benchmarks/learning.py --out DIR --only grpo:2   # one run only, e.g. in a second process
     python benchmarks/learning.py --quick    # seconds: the tiny random model, 2 steps, 1 seed
 
 Cost (default config): sized for <= 45 min a family on 2 unloaded cores; `--out` keeps every run
@@ -117,7 +118,7 @@ def train_run(spec: EnvSpec, settings: dict[str, Any], credit: str, seed: int, l
     records = read_log(folder)
     return {"credit": credit, "seed": seed, "seconds": time.perf_counter() - started, "after": after.to_dict(),
             "train_reward": [r["reward_mean"] for r in records], "kept_groups": [r["kept_groups"] for r in records],
-            "rollouts": sum(r["rollouts"] for r in records)}
+            "rollouts": sum(r["rollouts"] for r in records), "train_seconds": sum(r["step_seconds"] for r in records)}
 
 
 def run_family(family: str, settings: dict[str, Any], args: argparse.Namespace, out: Path) -> dict[str, Any]:
@@ -131,6 +132,8 @@ def run_family(family: str, settings: dict[str, Any], args: argparse.Namespace, 
     runs = []
     for credit in CREDITS:
         for seed in range(settings["seeds"]):
+            if args.only and f"{credit}:{seed}" not in args.only:
+                continue
             runs.append(train_run(spec, settings, credit, seed, settings["lr"], out, rollout, progress=not args.quick))
             print(f"  {credit} seed {seed}: train reward per step {', '.join(f'{r:.2f}' for r in runs[-1]['train_reward'])}; "
                   f"held-out greedy {runs[-1]['after']['summary']['greedy_reward']['mean']:.3f}", flush=True)
@@ -150,12 +153,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, help=f"GRPO learning rate (default {FULL['lr']}; GRPOConfig's is {GRPOConfig.learning_rate})")
     parser.add_argument("--warm-lr", type=float, default=WarmStartConfig.learning_rate, help="warm-start learning rate")
     parser.add_argument("--out", type=Path, help="keep run folders, result.json and curves.png here (default: a temporary folder)")
+    parser.add_argument("--only", type=lambda text: set(text.split(",")), default=set(), metavar="CREDIT:SEED,...",
+                        help="train and score only these runs, then stop (to spread a family's runs over processes sharing "
+                             "--out; a later run without --only reuses them and writes the comparison)")
     args = parser.parse_args(argv)
+    if args.only and not args.out:
+        parser.error("--only needs --out: its runs are kept for a later run to compare")
     settings = dict(QUICK if args.quick else FULL)
     settings.update({key: getattr(args, key) for key in ("steps", "seeds", "heldout", "sampled", "groups", "lr") if getattr(args, key) is not None})
     with tempfile.TemporaryDirectory(prefix="tracegym-learning-") as scratch:
         out = args.out or Path(scratch)
         families = [run_family(family, settings, args, out / family) for family in args.families.split(",")]
+        if args.only:
+            return 0
         result = {"settings": settings, "lr": settings["lr"], "warm_lr": args.warm_lr, "credits": list(CREDITS),
                   "families": [{**family, "comparison": summarise(family, CREDITS)} for family in families]}
         (out / "result.json").write_text(json.dumps(result, indent=2))

@@ -54,7 +54,7 @@ def report(result: dict[str, Any]) -> None:
         rollouts = {r["rollouts"] for r in family["runs"]}
         print(f"\n{family['family']} {family['knobs']}: {settings['seeds']} training seeds per credit, "
               f"{sorted(rollouts)} rollouts per run, lr {result['lr']}, {before['greedy_reward']['n']} held-out seeds, "
-              f"{family['seconds'] / 60:.1f} min")
+              f"{sum(r['train_seconds'] for r in family['runs']) / 60:.1f} min of GRPO steps")
         print(f"warm start mean reward {comparison['warm_start_reward']:.3f} "
               f"({'in' if comparison['warm_start_in_band'] else 'NOT in'} band {comparison['band']})")
         for metric, base in before.items():

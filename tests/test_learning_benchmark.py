@@ -1,5 +1,5 @@
 """Smoke of benchmarks/learning.py --quick on the tiny model: both families, both credits, the paired
-comparisons, result.json and the curves PNG."""
+comparisons, result.json and the curves PNG; runs trained apart with --only are reused."""
 
 from __future__ import annotations
 
@@ -16,7 +16,13 @@ def test_learning_benchmark_quick(tmp_path, capsys, monkeypatch):
     spec = importlib.util.spec_from_file_location("learning_benchmark", BENCHMARKS / "learning.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    assert module.main(["--quick", "--out", str(tmp_path), "--only", "grpo:0"]) == 0
+    first_log = tmp_path / "error_recovery" / "grpo_0" / "train_log.jsonl"
+    assert first_log.is_file() and not (tmp_path / "error_recovery" / "trace_0").exists()
+    assert not (tmp_path / "result.json").exists(), "--only trains its runs and stops before comparing"
+    trained = first_log.read_bytes()
     assert module.main(["--quick", "--out", str(tmp_path)]) == 0
+    assert first_log.read_bytes() == trained, "the later run reuses the run --only trained"
     result = json.loads((tmp_path / "result.json").read_text())
     assert [f["family"] for f in result["families"]] == ["precondition_verification", "error_recovery"]
     for family in result["families"]:
