@@ -9,11 +9,21 @@ from typing import Sequence
 import numpy as np
 
 
+Z95 = 1.96  # the standard normal's 97.5% quantile
+
+
 def mean_interval(values: Sequence[float]) -> dict[str, float]:
-    """Mean, n and the 95% normal interval (mean ± 1.96·s/√n; zero width for n < 2)."""
+    """Mean, n and a 95% interval. When every value is 0 or 1 (a success rate), Wilson's score
+    interval: inside [0, 1] and not of zero width at 0/n or n/n. Otherwise the normal interval
+    mean ± 1.96·s/√n (zero width for n < 2)."""
     array = np.asarray(values, dtype=np.float64)
-    half = 1.96 * array.std(ddof=1) / math.sqrt(len(array)) if len(array) > 1 else 0.0
-    return {"mean": float(array.mean()), "low": float(array.mean() - half), "high": float(array.mean() + half), "n": len(array)}
+    mean, n = float(array.mean()), len(array)
+    if np.isin(array, (0.0, 1.0)).all():
+        centre = (mean + Z95**2 / (2 * n)) / (1 + Z95**2 / n)
+        half = Z95 * math.sqrt(mean * (1 - mean) / n + Z95**2 / (4 * n * n)) / (1 + Z95**2 / n)
+        return {"mean": mean, "low": max(0.0, centre - half), "high": min(1.0, centre + half), "n": n}
+    half = Z95 * array.std(ddof=1) / math.sqrt(n) if n > 1 else 0.0
+    return {"mean": mean, "low": mean - half, "high": mean + half, "n": n}
 
 
 def paired_difference(before: Sequence[float], after: Sequence[float], resamples: int = 10_000,
