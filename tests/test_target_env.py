@@ -248,6 +248,38 @@ def test_truncation_and_the_guests_patience_are_bounded() -> None:
     assert result.terminated and STOP in result.observation
 
 
+def test_turn_slack_limits_an_episode_to_its_oracles_turns_plus_the_slack() -> None:
+    seed = first_of("cancel_reservation", "C2")  # a three-turn oracle
+    env = make_target(TargetConfig(max_turns=16, turn_slack=1))
+    trip = env.task(first_of("cancel_trip"))  # a fourteen-turn oracle
+    assert env.turn_limit(env.task(seed)) == 4 and env.turn_limit(trip) == 15
+    assert make_target(TargetConfig(max_turns=16, turn_slack=5)).turn_limit(trip) == 16  # capped at max_turns
+    env.reset(seed)
+    for turn in range(3):
+        assert not env.step(call("calculate", expression="1+1")).ended
+    result = env.step(call("calculate", expression="2+2"))
+    assert result.truncated and env.record().termination_reason == "max_steps" and env.turns == 4
+    assert play_oracle(env, seed).reward == 1.0  # the oracle fits with no slack to spare
+    assert play_oracle(make_target(TargetConfig(turn_slack=0)), first_of("cancel_trip")).reward == 1.0
+    unlimited = make_target(TargetConfig(max_turns=16))
+    assert unlimited.turn_limit(unlimited.task(seed)) == 16
+
+
+def test_the_compact_prompt_lists_every_tool_in_a_line_with_the_same_policy(env: TargetEnvironment) -> None:
+    compact = make_target(TargetConfig(prompt="compact"))
+    prompt = compact.system_prompt
+    assert prompt != env.system_prompt and len(prompt) < 0.7 * len(env.system_prompt)
+    assert prompt.startswith(env.instructions.strip()) and "<tools>" not in prompt
+    for tool in env.tools:
+        line = next(line for line in prompt.splitlines() if line.startswith(tool["name"] + "("))
+        assert all(f"{name}:" in line for name in tool["parameters"]["properties"])
+    assert "room_type: standard|deluxe|suite" in prompt
+    seed = first_of("change_room")
+    record = play_oracle(compact, seed)
+    assert record.reward == 1.0 and record.chat[0].content == prompt
+    assert [m.content for m in record.chat if m.role == "assistant"] == env.oracle(seed)
+
+
 def test_oracle_leaves_the_database_untouched_and_episodes_independent(env: TargetEnvironment) -> None:
     before = generate(0)
     seed = first_of("cancel_trip")

@@ -113,14 +113,31 @@ def render_tool_response(content: str) -> str:
 FINAL_ANSWER = "When you are done, reply with your final answer as plain text, without tool calls."
 
 
-def tools_system_prompt(instructions: str, tools: list[dict[str, Any]], closing: str = FINAL_ANSWER) -> str:
-    """A system prompt stating the task instructions, the tool schemas and the call format, ending
-    with `closing` (what a plain-text turn means; default: the final answer)."""
-    schemas = "\n".join(json.dumps(tool) for tool in tools)
+def tool_signature(schema: dict[str, Any]) -> str:
+    """One line for a tool's JSON schema (OpenAI function format): `name(arg: type, opt?: type) -
+    description`; an enum shows its values (`room_type: standard|deluxe|suite`). Parameter
+    descriptions are left out: the compact rendering of `tools_system_prompt`."""
+    parameters = schema.get("parameters", {})
+    required = set(parameters.get("required", []))
+    args = []
+    for name, spec in parameters.get("properties", {}).items():
+        kind = "|".join(str(value) for value in spec["enum"]) if "enum" in spec else spec.get("type", "any")
+        args.append(f"{name}{'' if name in required else '?'}: {kind}")
+    return f"{schema['name']}({', '.join(args)}) - {schema.get('description', '')}".rstrip(" -")
+
+
+def tools_system_prompt(instructions: str, tools: list[dict[str, Any]], closing: str = FINAL_ANSWER,
+                        compact: bool = False) -> str:
+    """A system prompt stating the task instructions, the tools and the call format, ending with
+    `closing` (what a plain-text turn means; default: the final answer). The tools are their JSON
+    schemas, or with `compact` one `tool_signature` line each (about a fifth of the tokens)."""
+    if compact:
+        listing = "You can call these tools (name(arguments) - what it does; ? marks an optional argument):\n" + "\n".join(
+            tool_signature(tool) for tool in tools)
+    else:
+        listing = "You can call these tools (JSON schemas):\n<tools>\n" + "\n".join(json.dumps(tool) for tool in tools) + "\n</tools>"
     return (
-        f"{instructions.strip()}\n\n"
-        "You can call these tools (JSON schemas):\n"
-        f"<tools>\n{schemas}\n</tools>\n"
+        f"{instructions.strip()}\n\n{listing}\n"
         "To call a tool, reply with exactly one line:\n"
         f'{TOOL_CALL_OPEN}{{"name": <tool name>, "arguments": <JSON object>}}{TOOL_CALL_CLOSE}\n'
     ) + closing

@@ -7,7 +7,8 @@
   calls, unknown tools and bad arguments are error observations counted in `errors`;
 - plain text is a message to the guest, and the observation is the guest's reply (a plain user
   message). The episode terminates when the guest ends the conversation (a stop token; reward
-  computed then) and is truncated after `max_turns` assistant turns (graded as it stands).
+  computed then) and is truncated after `max_turns` assistant turns, or with `turn_slack` after
+  its oracle's turns plus that slack (`turn_limit`; graded as it stands).
 `StepResult.info["reward_breakdown"]` holds the τ² `reward_info` of `grading.grade` at the end.
 
 It reuses the families' base class (`tracegym.synth_envs.base.Environment`) for tool dispatch,
@@ -101,7 +102,8 @@ class TargetEnvironment(DeskTools, Environment):
 
     @property
     def system_prompt(self) -> str:
-        return self.prompts.get(self.key, lambda: tools_system_prompt(self.instructions, self.tools, CLOSING))
+        return self.prompts.get(self.key, lambda: tools_system_prompt(self.instructions, self.tools, CLOSING,
+                                                                      compact=self.config.prompt == "compact"))
 
     def task(self, seed: int) -> Task:
         """The task of `seed` (without starting an episode)."""
@@ -116,6 +118,7 @@ class TargetEnvironment(DeskTools, Environment):
         return _Episode()
 
     def _task(self) -> str:
+        self.max_turns = self.turn_limit(self.world)
         opening = self.user.opening(self.world)
         self.state.conversation.append(("guest", opening))
         self.state.transcript.append(Message(role="user", content=opening))
@@ -123,9 +126,15 @@ class TargetEnvironment(DeskTools, Environment):
 
     def _reject(self) -> str | None:
         """A task whose oracle cannot finish within `max_turns` (a setting too small for it)."""
-        if len(self.world.oracle) > self.max_turns:
-            return f"task {self.world.id} needs {len(self.world.oracle)} turns, more than max_turns {self.max_turns}"
+        if len(self.world.oracle) > self.config.max_turns:
+            return f"task {self.world.id} needs {len(self.world.oracle)} turns, more than max_turns {self.config.max_turns}"
         return None
+
+    def turn_limit(self, task: Task) -> int:
+        """Assistant turns an episode of `task` gets: its oracle's turns plus `turn_slack`, at most
+        `max_turns` (`max_turns` when `turn_slack` is None)."""
+        slack = self.config.turn_slack
+        return self.config.max_turns if slack is None else min(self.config.max_turns, len(task.oracle) + slack)
 
     def _oracle(self) -> list[str]:
         return list(self.world.oracle)

@@ -98,7 +98,7 @@ def results_document(env: TargetEnvironment, records: Sequence[EpisodeRecord], a
         "timestamp": timestamp or datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "info": {
             "num_trials": 1 + max((r.trial for r in records), default=0),
-            "max_steps": env.max_turns,
+            "max_steps": env.config.max_turns,
             "agent_info": {"implementation": agent, "llm": model},
             "user_info": describe(env.user),
             "environment_info": {"domain_name": DOMAIN, "policy": POLICY,
