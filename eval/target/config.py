@@ -26,7 +26,7 @@ class TargetConfig:
         None, "turns an episode gets beyond its task's oracle dialogue, capped at max_turns (None: max_turns for every task)")
     prompt: PromptStyle = option(
         "full", "system prompt: the policy with the tools' JSON schemas (full, ~2,100 tokens) or with one-line tool "
-                "signatures (compact, ~1,100 tokens; same policy, tools and grading)")
+                "signatures (compact, ~1,340 tokens; same policy, tools and grading)")
     user: UserKind = option("scripted", "who plays the guest: the deterministic scripted user or a model behind --target-user-url")
     user_url: str | None = option(None, "OpenAI-compatible API base of the model-driven user, e.g. http://127.0.0.1:8000/v1")
     user_model: str = option("user", "model name sent to the user endpoint")
