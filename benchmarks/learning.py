@@ -157,10 +157,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="train and score only these runs, then stop (to spread a family's runs over processes sharing "
                              "--out; a later run without --only reuses them and writes the comparison)")
     args = parser.parse_args(argv)
-    if args.only and not args.out:
-        parser.error("--only needs --out: its runs are kept for a later run to compare")
     settings = dict(QUICK if args.quick else FULL)
     settings.update({key: getattr(args, key) for key in ("steps", "seeds", "heldout", "sampled", "groups", "lr") if getattr(args, key) is not None})
+    if args.only and not args.out:
+        parser.error("--only needs --out: its runs are kept for a later run to compare")
+    unknown = args.only - {f"{credit}:{seed}" for credit in CREDITS for seed in range(settings["seeds"])}
+    if unknown:
+        parser.error(f"--only: no such run {', '.join(sorted(unknown))} (runs are CREDIT:SEED, credits {', '.join(CREDITS)}, "
+                     f"seeds 0..{settings['seeds'] - 1})")
     with tempfile.TemporaryDirectory(prefix="tracegym-learning-") as scratch:
         out = args.out or Path(scratch)
         families = [run_family(family, settings, args, out / family) for family in args.families.split(",")]

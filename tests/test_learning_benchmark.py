@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
@@ -16,6 +18,9 @@ def test_learning_benchmark_quick(tmp_path, capsys, monkeypatch):
     spec = importlib.util.spec_from_file_location("learning_benchmark", BENCHMARKS / "learning.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    with pytest.raises(SystemExit):
+        module.main(["--quick", "--out", str(tmp_path), "--only", "grpo:1"])  # --quick trains one seed: there is no grpo:1
+    assert "no such run grpo:1" in capsys.readouterr().err
     assert module.main(["--quick", "--out", str(tmp_path), "--only", "grpo:0"]) == 0
     first_log = tmp_path / "error_recovery" / "grpo_0" / "train_log.jsonl"
     assert first_log.is_file() and not (tmp_path / "error_recovery" / "trace_0").exists()
