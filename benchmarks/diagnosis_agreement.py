@@ -2,10 +2,9 @@
 
 For the labelled τ²-bench trajectories (170 over three sampling rounds, labels/README.md), on one
 half of the seeded split (`--split test` by default; the labellers are tuned on `tune` only),
-optionally only those of one
-sampling round (`--round N`, a round of labels/sample.json: each round was drawn after the rules
-had been tuned on the rounds before it, so on the tune half a new round measures how rules found on
-the earlier ones generalise), prints:
+optionally only those of one sampling round (`--round N`, a round of labels/sample.json: each round
+was drawn after the rules had been tuned on the rounds before it, so on the tune half a new round
+measures how rules found on the earlier ones generalise), prints:
 - Cohen's κ per capability between the labeller and the reference, 3-class (NA / PRESENT /
   LACKING) and 2-class (LACKING vs not), pooled and per domain, with the 3-class confusion matrix;
 - agreement on failure source (agent / user_simulator / benchmark) over the failures, with κ;
@@ -15,10 +14,9 @@ the earlier ones generalise), prints:
 With `--folds K` it also prints κ3 per capability on each of K folds of the items grouped by run
 file (one agent's runs stay in one fold), so that a rule fitted to one agent's habits shows as a
 fold far below the others. The labeller is the deterministic detectors, or the LLM judge with
-`--judge-url`. Message indices
-of evidence are those of the τ² Results `messages[]` (ingest keeps them one to one). Only
-aggregates are printed; `--items` lists per-trajectory disagreements and is refused on the test
-half, so that the detectors are never tuned to its items.
+`--judge-url`. Message indices of evidence are those of the τ² Results `messages[]` (ingest keeps
+them one to one). Only aggregates are printed; `--items` lists per-trajectory disagreements and is
+refused on the test half, so that the detectors are never tuned to its items.
 
     python benchmarks/diagnosis_agreement.py [--split tune|test] [--round N] [--folds K] [--items] [--judge-url URL [--judge-runs N] ...]
 """
