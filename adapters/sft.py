@@ -125,5 +125,6 @@ def warm_start(
         "final_loss": losses[-1] if losses else None,
         "seconds_per_step": elapsed / max(config.steps, 1),
     }
-    logger.info("warm start: loss %s -> %s, %.2f s/step", metrics["first_loss"], metrics["final_loss"], metrics["seconds_per_step"])
+    first, final = (f"{loss:.3f}" if loss is not None else "not logged" for loss in (metrics["first_loss"], metrics["final_loss"]))
+    logger.info("warm start: loss %s -> %s, %.2f s/step", first, final, metrics["seconds_per_step"])
     return peft_model, metrics
