@@ -7,9 +7,10 @@ Light on purpose (no torch): the CLI builds its flags from these classes for `--
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar
 
-from tracegym.config import PolicyConfig, option
+from tracegym.config import PolicyConfig, check_choice, option
+from tracegym.schema import CreditKind
 from tracegym.synth_envs.calibration import CalibrationConfig
 
 
@@ -18,7 +19,7 @@ class CreditConfig:
     """Turn credit (papers/TRACE.md §2); defaults are the paper's."""
 
     flag_prefix: ClassVar[str] = "credit"
-    credit: Literal["trace", "grpo"] = option(
+    credit: CreditKind = option(
         "trace", "trace: TRACE turn credit plus the outcome advantage; grpo: the outcome advantage on every token")
     eps: float = option(0.1, "ε added to the gap -ℓ_k so values stay finite (nats)")
     K: int = option(3, "backup horizon in actions")
@@ -28,8 +29,7 @@ class CreditConfig:
     alpha_turn: float = option(0.2, "α_turn, weight of the turn reward r_k on the tokens of action k")
 
     def __post_init__(self) -> None:
-        if self.credit not in ("trace", "grpo"):
-            raise ValueError(f"credit must be 'trace' or 'grpo', got {self.credit!r}")
+        check_choice("credit", self.credit, CreditKind)
         if self.eps <= 0 or self.K < 1 or not 0 < self.gamma <= 1:
             raise ValueError(f"need eps > 0, K >= 1, 0 < gamma <= 1; got {self.eps}, {self.K}, {self.gamma}")
 

@@ -47,6 +47,13 @@ def option(default: Any = _NO_DEFAULT, help: str = "", *, factory: Any = _NO_DEF
     return dataclasses.field(default=default, metadata=metadata)
 
 
+def check_choice(field: str, value: Any, choices: Any) -> None:
+    """Raise ValueError unless `value` is one of the values of the Literal type `choices`."""
+    allowed = typing.get_args(choices)
+    if value not in allowed:
+        raise ValueError(f"{field} must be {' or '.join(repr(a) for a in allowed)}, got {value!r}")
+
+
 def _prefix(cls: type) -> str:
     return getattr(cls, "flag_prefix", "")
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import datasets
 
 Role = Literal["system", "user", "assistant", "tool"]
+CreditKind = Literal["trace", "grpo"]  # turn credit: TRACE's, or the plain GRPO outcome advantage
 
 
 class ToolCall(BaseModel):
@@ -158,7 +159,7 @@ class AdapterArtifact(BaseModel):
     path: str
     base_model: str
     env_spec: EnvSpec
-    credit: Literal["trace", "grpo"]
+    credit: CreditKind
     metrics: dict[str, Any] = Field(default_factory=dict)
 
 

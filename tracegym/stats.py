@@ -18,7 +18,7 @@ def mean_interval(values: Sequence[float]) -> dict[str, float]:
     mean ± 1.96·s/√n (zero width for n < 2)."""
     array = np.asarray(values, dtype=np.float64)
     mean, n = float(array.mean()), len(array)
-    if np.isin(array, (0.0, 1.0)).all():
+    if n and np.isin(array, (0.0, 1.0)).all():
         centre = (mean + Z95**2 / (2 * n)) / (1 + Z95**2 / n)
         half = Z95 * math.sqrt(mean * (1 - mean) / n + Z95**2 / (4 * n * n)) / (1 + Z95**2 / n)
         return {"mean": mean, "low": max(0.0, centre - half), "high": min(1.0, centre + half), "n": n}

@@ -130,7 +130,8 @@ def tools_system_prompt(instructions: str, tools: list[dict[str, Any]], closing:
                         compact: bool = False) -> str:
     """A system prompt stating the task instructions, the tools and the call format, ending with
     `closing` (what a plain-text turn means; default: the final answer). The tools are their JSON
-    schemas, or with `compact` one `tool_signature` line each (about a fifth of the tokens)."""
+    schemas, or with `compact` one `tool_signature` line each (the target desk's 11 tools: 425 vs
+    1,214 tokens)."""
     if compact:
         listing = "You can call these tools (name(arguments) - what it does; ? marks an optional argument):\n" + "\n".join(
             tool_signature(tool) for tool in tools)

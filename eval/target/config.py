@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from tracegym.config import option
+from tracegym.config import check_choice, option
 
 UserKind = Literal["scripted", "model"]
 PromptStyle = Literal["full", "compact"]
@@ -41,11 +41,9 @@ class TargetConfig:
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
         if self.turn_slack is not None and self.turn_slack < 0:
             raise ValueError(f"turn_slack must be >= 0 or None, got {self.turn_slack}")
-        if self.prompt not in ("full", "compact"):
-            raise ValueError(f"prompt must be 'full' or 'compact', got {self.prompt!r}")
+        check_choice("prompt", self.prompt, PromptStyle)
         if not self.user_timeout > 0:
             raise ValueError(f"user_timeout must be > 0 seconds, got {self.user_timeout}")
         if self.user == "model" and not self.user_url:
             raise ValueError("user 'model' needs user_url (--target-user-url)")
-        if self.user not in ("scripted", "model"):
-            raise ValueError(f"user must be 'scripted' or 'model', got {self.user!r}")
+        check_choice("user", self.user, UserKind)
