@@ -116,6 +116,23 @@ def test_oracle_earns_one_and_every_wrong_trajectory_less_on_every_task(domain_s
                 assert result.ended and result.reward < 1.0, (seed, turns)
 
 
+GENERIC_DEGENERATE = {
+    "transfer at once": lambda env, seed, seeds: [TRANSFER],
+    "refuse citing policy": lambda env, seed, seeds: ["I'm sorry, I cannot do that: it is against our policy."] * 3,
+    "refuse citing every rule": lambda env, seed, seeds: ["I cannot do that (rules C1, C2, C3, C4, C5, C6, C7, C8)."] * 3,
+    "claim it is done": lambda env, seed, seeds: ["Done! Anything else?"] * 3,
+    "another task's oracle": lambda env, seed, seeds: env.oracle(seeds[(seeds.index(seed) + 1) % len(seeds)]),
+    "oracle without its last turn": lambda env, seed, seeds: env.oracle(seed)[:-1],
+}
+
+
+@pytest.mark.parametrize("policy", GENERIC_DEGENERATE, ids=list(GENERIC_DEGENERATE))
+def test_generic_degenerate_policies_earn_nothing_on_any_task(env: TargetEnvironment, policy: str) -> None:
+    seeds = [seed for split in SPLITS for seed in split_seeds(env.config, split)]
+    earned = {seed: env.replay(seed, GENERIC_DEGENERATE[policy](env, seed, seeds)).reward for seed in seeds}
+    assert not any(earned.values()), {seed: reward for seed, reward in earned.items() if reward}
+
+
 def test_wrong_trajectories_fail_the_check_they_target(env: TargetEnvironment) -> None:
     def breakdown(seed: int, index: int) -> dict[str, float]:
         return env.replay(seed, env.wrong_trajectories(seed)[index]).info["reward_breakdown"]["reward_breakdown"]
