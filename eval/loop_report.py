@@ -129,7 +129,8 @@ def _arms_section(arms: dict[str, dict[str, Any]], compared: list[dict[str, Any]
     lines += ["", "Rollouts: training rollouts are GRPO episodes (the mixture and the task router count every adapter's); "
                   "plain GRPO gets at least the adapters' total. Calibration rollouts (measuring the synthetic environments' "
                   "difficulty, no weight update) are listed apart and not matched. Training seconds: the arm's own stages "
-                  "(adapters, router), beyond the base agent.", ""]
+                  "(adapters, router), beyond the base agent. The task router's episodes are those of the arm it routed "
+                  "each task to (its choices are in its metrics.json).", ""]
     lines += ["## Paired differences (bootstrap over held-out tasks)", ""]
     if not compared:
         lines.append("No pair to compare (an arm is missing).")

@@ -39,7 +39,7 @@ from tracegym.analysis.ingest import ingest_paths
 from tracegym.analysis.ingest.outputs import format_table
 from tracegym.analysis.report import write_outputs
 from tracegym.config import config_dict
-from tracegym.eval.arms import Arm, evaluate_arm, heldout_seeds, split_summary
+from tracegym.eval.arms import Arm, adapter_arm, evaluate_arm, heldout_seeds, split_summary
 from tracegym.eval.base_agent import MODEL_DIR, make_base_agent
 from tracegym.eval.config import RunConfig
 from tracegym.eval.loop_report import write_report
@@ -176,14 +176,14 @@ def _close_loop(run: RunDirectory, config: RunConfig, policy: str, artifacts: li
     adapters_seconds = sum(seconds(f"adapters/{a.capability}") for a in artifacts)
     arms = [Arm("base", "model", policy, "", policy, 0, 0, 0.0)]
     for artifact, folder in zip(artifacts, adapter_dirs):
-        arms.append(Arm(f"adapter_{artifact.capability}", "peft", str(folder), "", policy, int(artifact.metrics["rollouts"]),
+        arms.append(Arm(adapter_arm(artifact.capability), "peft", str(folder), "", policy, int(artifact.metrics["rollouts"]),
                         calibration_rollouts(folder), seconds(f"adapters/{artifact.capability}")))
     if artifacts:
         stage("router", lambda folder: _route(folder, adapter_dirs, policy, config))
         routed, spent = str(run.root / ROUTED), adapters_seconds + seconds("router")
         arms += [Arm("task_router", "routed", routed, "task", policy, rollouts, calibrated, spent),
                  Arm("mixture", "routed", routed, "token", policy, rollouts, calibrated, spent)]
-    training_logs = {f"adapter_{a.capability}": d for a, d in zip(artifacts, adapter_dirs)}
+    training_logs = {adapter_arm(a.capability): d for a, d in zip(artifacts, adapter_dirs)}
     if config.loop.plain_grpo and rollouts:
         stage("plain_grpo", lambda folder: _plain_grpo(folder, policy, rollouts, config))
         plain = AdapterArtifact.model_validate_json((run.root / "plain_grpo" / "artifact.json").read_text())

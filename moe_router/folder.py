@@ -178,7 +178,8 @@ def load_policy(folder: str | Path, route: str = "token", device: str | None = N
 
     "task" routes each batch row by its first user message when the row's first forward pass
     holds it (transformers' `generate`); tracegym's rollout engine shares prompt caches across
-    rows, so rollouts force one slot per group of tasks instead (`eval.arms.play_task_routed`).
+    rows, so held-out evaluation routes each task once and reuses the chosen arm's episode instead
+    (`eval.arms.task_routed_records`).
     """
     model, tokenizer, router, manifest = load_mixture(folder, device)
     if route == "task":

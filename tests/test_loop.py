@@ -16,7 +16,12 @@ from typing import Any, Iterator
 
 import pytest
 
+from moe_fixtures import FAMILIES, routed_folder, tiny_adapters  # noqa: F401 (fixtures)
+
+from tracegym.errors import UserError
+from tracegym.eval.arms import EPISODES_FILE, Arm, adapter_arm, evaluate_arm, read_episodes
 from tracegym.eval.loop_report import REPORT, number, write_report
+from tracegym.eval.target import TargetConfig
 from tracegym.files import sha256_file
 
 REPO = Path(__file__).resolve().parents[1]
@@ -82,6 +87,32 @@ def test_every_number_in_the_report_comes_from_the_metric_files(tmp_path):
     assert "`mixture` minus `base`: success 0.250" in report and "`mixture` minus `plain_grpo`: success -0.250" in report
     planted = report.replace("| `mixture` | 0.500", "| `mixture` | 0.550", 1)
     assert planted != report and stray_numbers(planted, allowed) == ["0.550"], "a number not in the metric files passes"
+
+
+def test_the_task_routers_arm_is_the_episodes_of_the_arms_it_routes_to(tmp_path, routed_folder):
+    target = TargetConfig(train_tasks=1, heldout_tasks=4, max_turns=16, turn_slack=0, prompt="compact")
+    eval_root = tmp_path / "eval"
+    adapters = {adapter_arm(family): routed_folder / "adapters" / family for family in FAMILIES}
+    arms = [Arm("base", "model", "tiny", "", "tiny", 0, 0, 0.0),
+            *(Arm(name, "peft", str(folder), "", "tiny", 2, 0, 0.0) for name, folder in adapters.items())]
+    router = Arm("task_router", "routed", str(routed_folder), "task", "tiny", 4, 0, 0.0)
+    with pytest.raises(UserError, match="episodes"):
+        evaluate_arm(router, target, 8, eval_root / router.name)  # its arms are not evaluated yet
+    for arm in arms:
+        evaluate_arm(arm, target, 8, eval_root / arm.name)
+    evaluate_arm(router, target, 8, eval_root / router.name)
+
+    metrics = json.loads((eval_root / "task_router" / "metrics.json").read_text())
+    episodes = read_episodes(eval_root / "task_router" / EPISODES_FILE, target)
+    assert len(metrics["routed_to"]) == len(episodes) == 4 and set(metrics["routed_to"]) <= {"base", *adapters}
+    for episode, chosen in zip(episodes, metrics["routed_to"]):
+        played = {e.task.seed: e for e in read_episodes(eval_root / chosen / EPISODES_FILE, target)}
+        assert episode == played[episode.task.seed]
+    chosen_rewards = [json.loads((eval_root / chosen / "metrics.json").read_text())["per_seed"]["reward"][i]
+                      for i, chosen in enumerate(metrics["routed_to"])]
+    assert metrics["per_seed"]["reward"] == chosen_rewards
+    traces = [json.loads(line) for line in (eval_root / "task_router" / "trajectories.jsonl").read_text().splitlines()]
+    assert [t["task_id"] for t in traces] == [e.task.id for e in episodes]
 
 
 def _start(out: Path) -> subprocess.Popen:
