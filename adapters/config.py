@@ -93,6 +93,8 @@ class WarmStartConfig:
     max_length: int = option(1024, "dialogues are truncated to this many tokens")
     gradient_checkpointing: bool = option(
         False, "recompute activations in the backward pass: less memory, more time (dialogues of thousands of tokens)")
+    bf16: bool = option(False, "bfloat16 autocast (weights and LoRA stay float32): 1.7x faster steps on a CPU with "
+                               "AVX512-BF16 (measured, 2,560 tokens), slower on one without")
     seed: int = option(0, "data order and LoRA init seed")
 
 

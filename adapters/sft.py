@@ -21,6 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import torch
 from datasets import Dataset
 from peft import PeftModel
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -94,7 +95,8 @@ def warm_start(
         logging_steps=1,
         save_strategy="no",
         report_to="none",
-        bf16=False,
+        bf16=config.bf16,
+        use_cpu=not torch.cuda.is_available(),  # transformers refuses bf16 on CPU without it
         gradient_checkpointing=config.gradient_checkpointing,
         seed=config.seed,
         data_seed=config.seed,

@@ -126,8 +126,8 @@ def evaluate_arm(arm: Arm, target: TargetConfig, max_new_tokens: int | None, out
             model, tokenizer = load_routed(arm.source, arm.route)
         else:
             model, tokenizer = load_base(arm.base_model)
-            if arm.kind == "peft":
-                model = PeftModel.from_pretrained(model, arm.source)
+            if arm.kind == "peft":  # merged: the same policy, decoded at the base model's speed
+                model = PeftModel.from_pretrained(model, arm.source).merge_and_unload()
         records = play_target(model, tokenizer, target, heldout_seeds(target), 1, params)
     results = out_dir / RESULTS_DIR / f"{arm.name}.json"
     write_runs(make_target(target), records, results, out_dir / TRAJECTORIES_FILE, agent=f"tracegym:{arm.name}",
