@@ -60,8 +60,9 @@ class GRPOConfig:
         2, "extra rollout rounds a step may draw to replace flat groups (all rewards equal) with groups of fresh "
            "training seeds; 0: flat groups are only dropped")
     micro_batch_size: int = option(
-        8, "episodes of one group per forward/backward pass (memory only; a group split in several passes re-encodes "
-           "its prompt in each). On CPU the backward pass keeps ~3 GB per episode of ~1,200 completion tokens")
+        8, "episodes of one group per forward/backward pass (memory only: the group's prompt is encoded and "
+           "backpropagated once whatever the split). On CPU the backward pass keeps ~3 GB per episode of ~1,200 "
+           "completion tokens")
     epsilon_low: float = option(0.2, "lower ratio clip: 1 - epsilon_low")
     epsilon_high: float = option(0.28, "upper ratio clip: 1 + epsilon_high (DAPO-style asymmetric)")
     hint_fraction: float = option(

@@ -19,7 +19,9 @@ training seeds in their place (the log records flat and redrawn groups); compute
 advantages; then up to `mini_batches` AdamW steps on the clipped surrogate, each on whole groups
 (group g in step g mod mini_batches: a group's outcome advantages, which sum to zero, are never
 split across steps), token-mean over the step's sampled tokens. Each group is trained on its
-hint-free prompt encoded once, its continuations attending to it (tracegym.adapters.policy_loss).
+hint-free prompt encoded once, its continuations attending to it (tracegym.adapters.policy_loss),
+also when `micro_batch_size` splits it: the micro-batches' gradients meet at the prompt's keys
+and values, and the prompt's encoding is backpropagated once.
 
 The ratio's denominator. With `mini_batches` = 1 every batch is used once, before any update: the
 "old" policy is the current one, so old = new.detach() (ratio exactly 1, clipping inert, gradient
@@ -47,7 +49,7 @@ from transformers import PreTrainedTokenizerBase
 from tracegym.adapters.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
 from tracegym.adapters.config import GRPOConfig
 from tracegym.adapters.credit import episode_advantages
-from tracegym.adapters.policy_loss import GroupBatch, clipped_surrogate, group_batches, token_logprobs
+from tracegym.adapters.policy_loss import GroupBatch, clipped_surrogate, encode_prompt, group_batches, token_logprobs
 from tracegym.adapters.reference_scoring import reference_scores
 from tracegym.config import RolloutConfig
 from tracegym.generation import HFBackend, SamplingConfig, sampling_seed
@@ -159,31 +161,54 @@ class GRPOTrainer:
             ell = reference_scores(self.policy, self.tokenizer, episodes, gold)
         return episode_advantages(episodes, ell, self.config.credit)
 
-    def _micro_batches(self, episodes: list[Episode] | None, advantages: torch.Tensor | None) -> list[list[GroupBatch]]:
-        """The micro-batches of each optimizer step: the episodes grouped by training prompt (a GRPO
-        group), group g in step g mod S, S = min(mini_batches, most groups on any process), each
-        group cut into micro-batches. A process with fewer groups gets empty steps."""
+    def _step_groups(self, episodes: list[Episode] | None, advantages: torch.Tensor | None) -> list[list[GroupBatch]]:
+        """The groups of each optimizer step: the episodes grouped by training prompt (a GRPO group),
+        group g in step g mod S, S = min(mini_batches, most groups on any process). A process with
+        fewer groups gets empty steps."""
         groups = group_batches(episodes, advantages, self.pad_id) if episodes else []
         acc = self.accelerator
         most = int(acc.gather(torch.tensor([len(groups)], device=acc.device)).max())
         count = max(1, min(self.config.mini_batches, most))
-        return [
-            [piece for group in groups[part::count] for piece in group.split(self.config.micro_batch_size)]
-            for part in range(count)
-        ]
+        return [groups[part::count] for part in range(count)]
 
     @torch.no_grad()
-    def _old_logprobs(self, micro_batches: list[GroupBatch]) -> list[torch.Tensor]:
-        """Log-probs of each micro-batch's sampled tokens under the policy before this step's updates."""
+    def _old_logprobs(self, groups: list[GroupBatch]) -> list[torch.Tensor]:
+        """Log-probs of each group's sampled tokens under the policy before this step's updates."""
         device, temperature = self.accelerator.device, self.rollout_config.temperature
-        return [token_logprobs(self.model, micro.to(device), temperature).cpu() for micro in micro_batches]
+        return [token_logprobs(self.model, group.to(device), temperature).cpu() for group in groups]
+
+    def _group_backward(self, group: GroupBatch, old: torch.Tensor | None, tokens: float) -> tuple[float, float]:
+        """Backpropagate the group's clipped surrogate divided by `tokens`, `micro_batch_size` rows at
+        a time, its prompt encoded once: each micro-batch's backward pass stops at the prompt's keys
+        and values (leaves that sum their gradients), which then go back through the prompt's
+        encoding once. `old`: the group's old log-probs (None: this policy's, detached). Returns
+        the loss and the number of tokens where the clip binds."""
+        config, acc = self.config, self.accelerator
+        encoded = encode_prompt(self.model, group.prompt_ids)
+        leaves = [(keys.detach().requires_grad_(), values.detach().requires_grad_()) for keys, values in encoded]
+        loss, clipped = 0.0, 0.0
+        for start in range(0, len(group), config.micro_batch_size):
+            rows = slice(start, start + config.micro_batch_size)
+            micro = group.rows(rows)
+            logprobs = token_logprobs(self.model, micro, self.rollout_config.temperature, leaves)
+            loss_sum, n_clipped = clipped_surrogate(
+                logprobs, logprobs.detach() if old is None else old[rows], micro.advantages, micro.loss_mask,
+                config.epsilon_low, config.epsilon_high,
+            )
+            acc.backward(loss_sum / tokens)
+            loss += loss_sum.item() / tokens
+            clipped += n_clipped.item()
+        reached = [(tensor, leaf.grad) for pair, leaf_pair in zip(encoded, leaves) for tensor, leaf in zip(pair, leaf_pair)
+                   if leaf.grad is not None]
+        torch.autograd.backward([tensor for tensor, _ in reached], [grad for _, grad in reached])
+        return loss, clipped
 
     def update(self, episodes: list[Episode] | None, advantages: torch.Tensor | None = None) -> dict[str, float]:
         """AdamW steps on the clipped surrogate over `episodes` with their (B, T) per-token
-        `advantages`, whole groups per step (_micro_batches); a process without episodes still joins
+        `advantages`, whole groups per step (_step_groups); a process without episodes still joins
         the gradient all-reduce with a zero loss."""
         config, acc = self.config, self.accelerator
-        parts = self._micro_batches(episodes, advantages)
+        parts = self._step_groups(episodes, advantages)
         self.model.train()
         olds = [self._old_logprobs(part) for part in parts] if len(parts) > 1 else None
         losses, clipped, tokens_seen = [], 0.0, 0.0
@@ -192,18 +217,13 @@ class GRPOTrainer:
             if not part:
                 acc.backward(sum((p * 0.0).sum() for p in self.policy.parameters() if p.requires_grad))
             else:
-                tokens = sum(micro.loss_mask.sum() for micro in part).clamp(min=1.0).item()
+                tokens = sum(group.loss_mask.sum() for group in part).clamp(min=1.0).item()
                 total = 0.0
-                for number, micro in enumerate(part):
-                    micro = micro.to(acc.device)
-                    logprobs = token_logprobs(self.model, micro, self.rollout_config.temperature)
-                    old = olds[index][number].to(acc.device) if olds else logprobs.detach()
-                    loss_sum, n_clipped = clipped_surrogate(
-                        logprobs, old, micro.advantages, micro.loss_mask, config.epsilon_low, config.epsilon_high
-                    )
-                    acc.backward(loss_sum / tokens)
-                    total += loss_sum.item() / tokens
-                    clipped += n_clipped.item()
+                for number, group in enumerate(part):
+                    old = olds[index][number].to(acc.device) if olds else None
+                    group_loss, group_clipped = self._group_backward(group.to(acc.device), old, tokens)
+                    total += group_loss
+                    clipped += group_clipped
                 losses.append(total)
                 tokens_seen += tokens
             acc.clip_grad_norm_([p for p in self.policy.parameters() if p.requires_grad], config.max_grad_norm)

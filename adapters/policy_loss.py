@@ -10,7 +10,9 @@ P - 1 onwards): column j of the (n, C) result is the log-prob of completion toke
 continuation attends to the prompt and to itself only, so the log-probs and their gradients equal
 those of running each episode's whole sequence (tests/test_grpo.py checks within 1e-4), while the
 prompt is encoded once per group instead of once per rollout. Only the positions of sampled tokens
-(loss_mask 1) are projected onto the vocabulary.
+(loss_mask 1) are projected onto the vocabulary. A group trained in several micro-batches passes
+the prompt's encoding (`encode_prompt`) to each: the trainer backpropagates it once for the group
+(tracegym.adapters.grpo).
 
 Why a shared prefix cache rather than one packed row with a 4-D block mask (as reference scoring
 does): attention over a packed row [prompt | c_1 | ... | c_n] is computed densely over all
@@ -46,10 +48,6 @@ class GroupBatch:
     def to(self, device: torch.device | str) -> "GroupBatch":
         return GroupBatch(*(tensor.to(device) for tensor in (self.prompt_ids, self.completion_ids, self.loss_mask, self.advantages)))
 
-    def split(self, size: int) -> list["GroupBatch"]:
-        """Pieces of at most `size` rows (micro-batches; each re-encodes the prompt)."""
-        return [self.rows(slice(start, start + size)) for start in range(0, len(self), size)]
-
     def __len__(self) -> int:
         return self.completion_ids.shape[0]
 
@@ -80,15 +78,27 @@ def group_batches(episodes: Sequence[Episode], advantages: torch.Tensor, pad_id:
     return batches
 
 
-def token_logprobs(model: torch.nn.Module, batch: GroupBatch, temperature: float = 1.0) -> torch.Tensor:
+PromptEncoding = list[tuple[torch.Tensor, torch.Tensor]]
+
+
+def encode_prompt(model: torch.nn.Module, prompt_ids: torch.Tensor) -> PromptEncoding:
+    """Keys and values per layer, each (1, kv heads, P - 1, head dim), of a prompt minus its last
+    token: what every continuation of the group attends to. Differentiable."""
+    layers = model(input_ids=prompt_ids[:-1][None], use_cache=True, logits_to_keep=1).cache.layers
+    return [(layer.keys, layer.values) for layer in layers]
+
+
+def token_logprobs(model: torch.nn.Module, batch: GroupBatch, temperature: float = 1.0,
+                   prompt: PromptEncoding | None = None) -> torch.Tensor:
     """(n, C) log-probs under `model` of the completion tokens (0 where loss_mask is 0), from logits
-    divided by the sampling `temperature` (as the rollout sampled them). Differentiable."""
+    divided by the sampling `temperature` (as the rollout sampled them); `prompt`: the batch
+    prompt's `encode_prompt` (default: encoded here). Differentiable."""
     rows, columns = batch.completion_ids.shape
-    prefix = batch.prompt_ids[:-1]
-    layers = model(input_ids=prefix[None], use_cache=True, logits_to_keep=1).cache.layers
-    cache = DynamicCache([(layer.keys.expand(rows, -1, -1, -1), layer.values.expand(rows, -1, -1, -1)) for layer in layers])
+    prompt = encode_prompt(model, batch.prompt_ids) if prompt is None else prompt
+    cache = DynamicCache([(keys.expand(rows, -1, -1, -1), values.expand(rows, -1, -1, -1)) for keys, values in prompt])
     inputs = torch.cat([batch.prompt_ids[-1:].expand(rows, 1), batch.completion_ids[:, :-1]], dim=1)
-    positions = torch.arange(len(prefix), len(prefix) + columns, device=inputs.device)[None].expand(rows, -1)
+    start = len(batch.prompt_ids) - 1
+    positions = torch.arange(start, start + columns, device=inputs.device)[None].expand(rows, -1)
     scored = batch.loss_mask.bool()
     # no padding mask: the right padding comes after every scored position, which causality keeps it from
     logits = model(input_ids=inputs, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=scored).logits.float() / temperature

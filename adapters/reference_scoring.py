@@ -13,6 +13,11 @@ transformers 5.x (checked in masking_utils._preprocess_mask_arguments): a 4-D at
 returned as-is by create_causal_mask and added to the attention scores by the eager path and by
 SDPA (as `attn_mask`), so the same mask works with attn_implementation "eager" and "sdpa".
 
+A GRPO group's episodes share their prompt: `score_shared_prompt` encodes it once (minus its last
+token, so that every boundary's scoring position lies in the row) and runs each episode's packed
+row against its keys and values, the mask's first columns being the cached tokens. The grouped
+scoring costs one prompt instead of one per episode, and attention of the rows only.
+
 `score_prefixes` is the straightforward version (one forward per prefix), for tests and the
 benchmark. The reference π_ref is the policy training started from: a PeftModel that holds the
 frozen REFERENCE_ADAPTER (the warm start, tracegym.adapters.lora.add_reference) is scored with
@@ -26,7 +31,7 @@ from typing import ContextManager, Iterator, Mapping, Sequence
 
 import torch
 from peft import PeftModel
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from tracegym.adapters.lora import REFERENCE_ADAPTER
 from tracegym.rollout import Episode
@@ -84,45 +89,78 @@ def score_prefixes(model: PreTrainedModel, ids: Sequence[int], boundaries: Seque
 
 
 def packed_inputs(
-    ids: Sequence[int], boundaries: Sequence[int], gold: Sequence[int], dtype: torch.dtype = torch.float32
+    ids: Sequence[int], boundaries: Sequence[int], gold: Sequence[int], dtype: torch.dtype = torch.float32, start: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(input_ids (1, L), 4-D additive mask (1, 1, L, L), position_ids (1, L), scored rows (M, G))."""
+    """(input_ids (1, L), 4-D additive mask (1, 1, L, start + L), position_ids (1, L), scored rows
+    (M, G)) of the packed row. The first `start` tokens of `ids` (at most min(boundaries) - 1) are
+    not in the row: the model holds them in its cache, mask columns 0..start-1, which every row sees.
+    Column c is trajectory token c."""
     _check(ids, boundaries, gold)
+    if not 0 <= start < min(boundaries):
+        raise ValueError(f"start must lie in [0, {min(boundaries) - 1}] (each gold copy is scored from the token before its boundary), got {start}")
     prefix_len, copy_len, copies = max(boundaries), len(gold) - 1, len(boundaries)
-    total = prefix_len + copies * copy_len
-    input_ids = torch.tensor(list(ids[:prefix_len]) + list(gold[:-1]) * copies, dtype=torch.long)
-    allowed = torch.zeros(total, total, dtype=torch.bool)
-    allowed[:prefix_len, :prefix_len] = torch.ones(prefix_len, prefix_len, dtype=torch.bool).tril()
-    positions = torch.arange(total)
+    own_len = prefix_len - start
+    length = own_len + copies * copy_len
+    input_ids = torch.tensor(list(ids[start:prefix_len]) + list(gold[:-1]) * copies, dtype=torch.long)
+    allowed = torch.zeros(length, start + length, dtype=torch.bool)
+    allowed[:own_len, : prefix_len] = torch.ones(own_len, prefix_len, dtype=torch.bool).tril(start)
+    positions = torch.arange(start, start + length)
     rows = torch.empty(copies, len(gold), dtype=torch.long)
     own = torch.ones(copy_len, copy_len, dtype=torch.bool).tril()
     for j, b in enumerate(boundaries):
-        start = prefix_len + j * copy_len
-        allowed[start : start + copy_len, :b] = True
-        allowed[start : start + copy_len, start : start + copy_len] = own
-        positions[start : start + copy_len] = torch.arange(b, b + copy_len)
-        rows[j, 0] = b - 1
-        rows[j, 1:] = torch.arange(start, start + copy_len)
-    mask = torch.zeros(total, total, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+        first = own_len + j * copy_len  # the copy's first row
+        allowed[first : first + copy_len, :b] = True
+        allowed[first : first + copy_len, start + first : start + first + copy_len] = own
+        positions[first : first + copy_len] = torch.arange(b, b + copy_len)
+        rows[j, 0] = b - 1 - start
+        rows[j, 1:] = torch.arange(first, first + copy_len)
+    mask = torch.zeros(length, start + length, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
     return input_ids[None], mask[None, None], positions[None], rows
+
+
+def _score_row(model: PreTrainedModel, ids: Sequence[int], boundaries: Sequence[int], gold: Sequence[int],
+               prefix: Sequence[tuple[torch.Tensor, torch.Tensor]] = ()) -> torch.Tensor:
+    """ℓ of each boundary from one packed forward pass, `prefix` holding the keys and values of the
+    first tokens of `ids` per layer (none: the row starts at token 0). The caller sets the mode."""
+    device = next(model.parameters()).device
+    dtype = next(model.parameters()).dtype
+    start = prefix[0][0].shape[-2] if prefix else 0
+    input_ids, mask, positions, rows = packed_inputs(ids, boundaries, gold, dtype, start)
+    logits = model(
+        input_ids=input_ids.to(device),
+        attention_mask=mask.to(device),
+        position_ids=positions.to(device),
+        logits_to_keep=rows.flatten().to(device),
+        cache=DynamicCache(list(prefix)) if prefix else None,  # a fresh cache each row: the prefix tensors stay as they are
+        use_cache=bool(prefix),
+    ).logits[0]
+    gold_t = torch.tensor(gold, dtype=torch.long, device=device)
+    return _mean_gold_logprob(logits.view(*rows.shape, -1), gold_t).cpu()
 
 
 @torch.no_grad()
 def score_packed(model: PreTrainedModel, ids: Sequence[int], boundaries: Sequence[int], gold: Sequence[int]) -> torch.Tensor:
     """ℓ for each prefix ids[:b], b in `boundaries` (absolute positions), in one packed forward pass."""
-    device = next(model.parameters()).device
-    dtype = next(model.parameters()).dtype
-    input_ids, mask, positions, rows = packed_inputs(ids, boundaries, gold, dtype)
     with reference_mode(model):
-        logits = model(
-            input_ids=input_ids.to(device),
-            attention_mask=mask.to(device),
-            position_ids=positions.to(device),
-            logits_to_keep=rows.flatten().to(device),
-            use_cache=False,
-        ).logits[0]
-    gold_t = torch.tensor(gold, dtype=torch.long, device=device)
-    return _mean_gold_logprob(logits.view(*rows.shape, -1), gold_t).cpu()
+        return _score_row(model, ids, boundaries, gold)
+
+
+@torch.no_grad()
+def score_shared_prompt(
+    model: PreTrainedModel, prompt: Sequence[int], items: Sequence[tuple[Sequence[int], Sequence[int], Sequence[int]]]
+) -> list[torch.Tensor]:
+    """ℓ of each (ids, boundaries, gold) of `items`, whose ids all start with `prompt` and whose
+    boundaries all lie at or past its end (a GRPO group's episodes): the prompt minus its last token
+    is encoded once, and each item's packed row attends to its cache."""
+    if any(list(ids[: len(prompt)]) != list(prompt) or min(b) < len(prompt) for ids, b, _ in items):
+        raise ValueError("every item must start with the shared prompt and have its boundaries at or past its end")
+    device = next(model.parameters()).device
+    with reference_mode(model):
+        prefix: list[tuple[torch.Tensor, torch.Tensor]] = []
+        if len(prompt) > 1:
+            encoded = model(input_ids=torch.tensor([list(prompt[:-1])], device=device), use_cache=True, logits_to_keep=1)
+            prefix = [(layer.keys, layer.values) for layer in encoded.cache.layers]
+        return [_score_row(model, ids, boundaries, gold, prefix) for ids, boundaries, gold in items]
 
 
 def reference_scores(
@@ -135,13 +173,19 @@ def reference_scores(
     """ℓ_0..ℓ_T of every episode (one tensor per episode, len(boundaries) values).
 
     Prefixes are the hint-free prompt (`train_prompt_ids`) plus the completion up to each boundary;
-    `gold_answers` maps a seed to its gold answer text (`env.gold_answer(seed)`).
+    `gold_answers` maps a seed to its gold answer text (`env.gold_answer(seed)`). Packed, the
+    episodes that share a prompt (a group's) share its encoding (`score_shared_prompt`).
     """
-    score = score_packed if packed else score_prefixes
-    results = []
-    for episode in episodes:
+    items, groups = [], {}
+    for index, episode in enumerate(episodes):
         gold = tokenizer(gold_answers[episode.seed], add_special_tokens=False)["input_ids"]
-        ids = episode.train_prompt_ids + episode.completion_ids
         offset = len(episode.train_prompt_ids)
-        results.append(score(model, ids, [offset + b for b in episode.boundaries], gold))
+        items.append((episode.train_prompt_ids + episode.completion_ids, [offset + b for b in episode.boundaries], gold))
+        groups.setdefault(tuple(episode.train_prompt_ids), []).append(index)
+    if not packed:
+        return [score_prefixes(model, *item) for item in items]
+    results: list[torch.Tensor] = [torch.empty(0)] * len(items)
+    for prompt, indices in groups.items():
+        for index, scores in zip(indices, score_shared_prompt(model, prompt, [items[i] for i in indices])):
+            results[index] = scores
     return results

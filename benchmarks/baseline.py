@@ -6,8 +6,8 @@ baseline runs on the new engine's own episodes, so both sides do the same work:
 `replay_rollouts` feeds the old backend every turn's contexts exactly as the new engine's episodes
 had them (same live episodes per turn, same batch), each turn with the longest turn the new engine
 sampled as its token budget (the old engine then decodes at most as many steps); `baseline_trainer`
-puts the old update (an old-log-prob pass, then every episode's whole sequence left-padded) onto
-today's trainer class.
+puts the old reference scoring and the old update (an old-log-prob pass, then every episode's
+whole sequence left-padded) onto today's trainer class.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import types
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from tracegym.generation import SamplingConfig
 from tracegym.rollout import Episode
@@ -69,9 +70,13 @@ def replay_rollouts(backend: Any, episodes: list[Episode], params: SamplingConfi
 
 def baseline_trainer(trainer_class: type) -> type:
     """A subclass of `trainer_class` (today's GRPOTrainer) whose `update(batch)` is BASELINE's; its
-    `old_batch(episodes, advantages)` builds that update's left-padded batch."""
+    `old_batch(episodes, advantages)` builds that update's left-padded batch, and its `advantages`
+    scores the reference with BASELINE's code (one packed forward pass per episode, its prompt
+    included; BASELINE's reference was the base model, as today's is without a warm start)."""
     import numpy as np
     import torch
+
+    from tracegym.adapters import grpo
 
     # BASELINE read the sampling temperature from GRPOConfig; today it is the trainer's RolloutConfig
     source = re.sub(r"(self\.)?config\.temperature", "self.rollout_config.temperature", old_source("adapters/grpo.py"))
@@ -87,5 +92,11 @@ def baseline_trainer(trainer_class: type) -> type:
     def old_batch(self: Any, episodes: list[Episode], advantages: torch.Tensor) -> Any:
         return policy_loss.episode_batch(episodes, advantages, self.pad_id)
 
+    old_scoring = old_module("adapters/reference_scoring.py").reference_scores
+
+    def advantages(self: Any, episodes: list[Episode]) -> torch.Tensor:
+        with mock.patch.object(grpo, "reference_scores", old_scoring):
+            return trainer_class.advantages(self, episodes)
+
     members = {name: namespace[name] for name in _UPDATE_METHODS}
-    return type("BaselineGRPOTrainer", (trainer_class,), {**members, "old_batch": old_batch})
+    return type("BaselineGRPOTrainer", (trainer_class,), {**members, "old_batch": old_batch, "advantages": advantages})

@@ -8,9 +8,10 @@ attention weights for the backward pass (CPU SDPA with a mask materialises them)
 
 The new trainer runs `train_step`. The baseline then does that step's work the old way on the same
 episodes (benchmarks/baseline.py), with its own copy of the model and the same fresh LoRA: the old
-engine replays every turn's contexts of the step's episodes, trace credit scores the kept episodes
-(today's code, as the old step did), and the old update trains on them (an old-log-prob pass, then
-every episode's whole sequence). Rounds alternate the two (best of each kept), in wall-clock and
+engine replays every turn's contexts of the step's episodes, the old trace credit scores the kept
+episodes (one packed forward pass per episode, each with its prompt; today's encodes a group's
+prompt once), and the old update trains on them (an old-log-prob pass, then every episode's whole
+sequence). Rounds alternate the two (best of each kept), in wall-clock and
 process CPU time, with the seconds of each phase.
 
     python benchmarks/grpo_step.py [--quick] [--rounds 2] [--threads N]

@@ -66,9 +66,10 @@ def _unpacked_loss(policy, episodes, advantages, temperature):
 
 
 def test_packed_step_equals_the_unpacked_step(tmp_path):
-    """Two groups with hinted rollouts, one group split into micro-batches, temperature 0.7: loss and
+    """Two groups with hinted rollouts, each split into micro-batches, temperature 0.7: loss and
     LoRA gradients of `update` equal those of running each episode's whole sequence; no
-    old-log-prob pass (two forwards, prompt and continuations, per micro-batch)."""
+    old-log-prob pass, and each group's prompt encoded once (one forward per group, one per
+    micro-batch)."""
     trainer = _trainer(tmp_path, hint_fraction=0.5, micro_batch_size=3, temperature=0.7, max_grad_norm=1e9)
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():  # LoRA B starts at zero, which would zero every gradient of A
@@ -92,7 +93,7 @@ def test_packed_step_equals_the_unpacked_step(tmp_path):
     forwards = [0]
     trainer.policy.get_base_model().register_forward_pre_hook(lambda *args: forwards.__setitem__(0, forwards[0] + 1))
     record = trainer.update(episodes, advantages)
-    assert forwards[0] == 2 * 4  # each group of 4 in micro-batches of 3 + 1
+    assert forwards[0] == 2 * (1 + 2)  # each group of 4: its prompt, then micro-batches of 3 + 1
     assert abs(record["loss"] - expected_loss.item()) < 1e-4
     assert max(g.abs().max().item() for g in expected.values()) > 1e-2
     for name, gradient in expected.items():

@@ -6,7 +6,9 @@ import pytest
 import torch
 from peft import LoraConfig, get_peft_model
 
-from tracegym.adapters.reference_scoring import packed_inputs, reference_scores, score_packed, score_prefixes
+from tracegym.adapters.reference_scoring import (
+    packed_inputs, reference_scores, score_packed, score_prefixes, score_shared_prompt,
+)
 from tracegym.models import tiny_model
 from tracegym.rollout import Episode
 
@@ -30,6 +32,34 @@ def test_packed_equals_per_prefix(attn):
     assert packed.max() - packed.min() > 1e-3
     # a one-token gold answer needs no copies at all
     assert torch.allclose(score_packed(model, ids, boundaries, GOLD[:1]), score_prefixes(model, ids, boundaries, GOLD[:1]), atol=1e-4)
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_a_shared_prompt_encoded_once_scores_as_each_prefix_alone(attn):
+    model, _ = tiny_model(seed=1)
+    model.config._attn_implementation = attn
+    prompt = _trajectory(20, seed=4)
+    items = [(prompt + _trajectory(70, seed=5), [20, 31, 55, 90], GOLD), (prompt + _trajectory(40, seed=6), [21, 60], GOLD),
+             (prompt + _trajectory(30, seed=7), [25, 50], GOLD[:1])]
+    shared = score_shared_prompt(model, prompt, items)
+    for scores, (ids, boundaries, gold) in zip(shared, items):
+        assert torch.allclose(scores, score_prefixes(model, ids, boundaries, gold), atol=1e-4), scores
+    assert shared[0].max() - shared[0].min() > 1e-3
+    with pytest.raises(ValueError, match="shared prompt"):
+        score_shared_prompt(model, prompt, [(prompt + [5, 6, 7], [19, 23], GOLD)])  # a boundary inside the prompt
+
+
+def test_packed_layout_after_a_cached_prefix():
+    input_ids, mask, positions, rows = packed_inputs([10, 11, 12, 13], [2, 4], [7, 8, 9], start=1)
+    assert input_ids.tolist() == [[11, 12, 13, 7, 8, 7, 8]]
+    assert positions.tolist() == [[1, 2, 3, 2, 3, 4, 5]]
+    allowed = (mask[0, 0] == 0).int().tolist()  # column 0 is the cached token 10
+    assert allowed[0] == [1, 1, 0, 0, 0, 0, 0, 0] and allowed[2] == [1, 1, 1, 1, 0, 0, 0, 0]
+    assert allowed[3] == [1, 1, 0, 0, 1, 0, 0, 0]  # copy 0 sees tokens 10, 11 and itself
+    assert allowed[6] == [1, 1, 1, 1, 0, 0, 1, 1]
+    assert rows.tolist() == [[0, 3, 4], [2, 5, 6]]
+    with pytest.raises(ValueError, match="start"):
+        packed_inputs([10, 11, 12, 13], [2, 4], [7, 8, 9], start=2)
 
 
 def test_packed_layout():

@@ -47,19 +47,19 @@ def test_each_optimizer_step_trains_whole_groups(tmp_path):
     for e, reward in zip(episodes, [0.0, 1.0] * len(episodes)):
         e.reward = reward
     advantages = episode_advantages(episodes, None, trainer.config.credit)
-    parts = trainer._micro_batches(episodes, advantages)
+    parts = trainer._step_groups(episodes, advantages)
     assert len(parts) == 2
     seen: dict[tuple[int, ...], int] = {}
     for index, part in enumerate(parts):
         outcome = 0.0
-        for micro in part:
-            prompt = tuple(micro.prompt_ids.tolist())
+        for group in part:
+            prompt = tuple(group.prompt_ids.tolist())
             assert seen.setdefault(prompt, index) == index, "a group is split across optimizer steps"
-            first = micro.loss_mask.argmax(dim=1)
-            outcome += float(micro.advantages[torch.arange(len(micro)), first].sum())
+            first = group.loss_mask.argmax(dim=1)
+            outcome += float(group.advantages[torch.arange(len(group)), first].sum())
         assert abs(outcome) < 1e-5, "each step's outcome advantages sum to zero (whole groups)"
     assert len(seen) == 3
-    assert len(trainer._micro_batches(episodes[:4], advantages[:4])) == 1, "no optimizer step without a group"
+    assert len(trainer._step_groups(episodes[:4], advantages[:4])) == 1, "no optimizer step without a group"
 
 
 class _HalfFlatEnv(ProseEnv):
