@@ -95,8 +95,8 @@ def _base_agent_section(made: dict[str, Any], rollouts: dict[str, Any]) -> list[
                      f"(optimizer steps: {number(config['steps'])}, dialogues per step: {number(config['batch_size'])}); SFT loss "
                      f"{number(warm['first_loss'])} -> {number(warm['final_loss'])}; LoRA merged into the model.")
     lines += ["", f"On the train split ({number(rollouts['episodes'])} episodes, {number(rollouts['trials'])} per task, "
-                  f"sampled at temperature {number(rollouts['temperature'])}): {number(rollouts['successes'])} successes, "
-                  f"{number(rollouts['failures'])} failures; success rate {interval(rollouts['success'])}, "
+                  f"sampled at temperature {number(rollouts['temperature'])}): successes {number(rollouts['successes'])}, "
+                  f"failures {number(rollouts['failures'])}; success rate {interval(rollouts['success'])}, "
                   f"mean reward {interval(rollouts['reward'])}.", ""]
     return lines
 
