@@ -198,9 +198,8 @@ class GRPOTrainer:
             acc.backward(loss_sum / tokens)
             loss += loss_sum.item() / tokens
             clipped += n_clipped.item()
-        reached = [(tensor, leaf.grad) for pair, leaf_pair in zip(encoded, leaves) for tensor, leaf in zip(pair, leaf_pair)
-                   if leaf.grad is not None]
-        torch.autograd.backward([tensor for tensor, _ in reached], [grad for _, grad in reached])
+        # every continuation attends to every prompt position in every layer, so every leaf has a gradient
+        torch.autograd.backward([tensor for pair in encoded for tensor in pair], [leaf.grad for pair in leaves for leaf in pair])
         return loss, clipped
 
     def update(self, episodes: list[Episode] | None, advantages: torch.Tensor | None = None) -> dict[str, float]:
