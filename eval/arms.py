@@ -92,10 +92,10 @@ def read_episodes(path: Path, target: TargetConfig) -> list[EpisodeRecord]:
     env = make_target(target)
     try:
         rows = [json.loads(line) for line in path.read_text().splitlines()]
-    except (OSError, ValueError) as error:
-        raise UserError(f"{path}: cannot read the arm's episodes ({error})") from None
-    return [EpisodeRecord(env.task(row["seed"]), [Message.model_validate(m) for m in row["messages"]], row["reward"],
-                          row["reward_info"], row["termination_reason"], row["trial"]) for row in rows]
+        return [EpisodeRecord(env.task(row["seed"]), [Message.model_validate(m) for m in row["messages"]], row["reward"],
+                              row["reward_info"], row["termination_reason"], row["trial"]) for row in rows]
+    except (OSError, ValueError, KeyError, TypeError) as error:  # pydantic's ValidationError is a ValueError
+        raise UserError(f"{path}: cannot read the arm's episodes ({type(error).__name__}: {error})") from None
 
 
 def task_routed_records(folder: str, target: TargetConfig, seeds: list[int], eval_root: Path) -> tuple[list[EpisodeRecord], list[str]]:

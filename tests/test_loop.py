@@ -113,6 +113,11 @@ def test_the_task_routers_arm_is_the_episodes_of_the_arms_it_routes_to(tmp_path,
     assert metrics["per_seed"]["reward"] == chosen_rewards
     traces = [json.loads(line) for line in (eval_root / "task_router" / "trajectories.jsonl").read_text().splitlines()]
     assert [t["task_id"] for t in traces] == [e.task.id for e in episodes]
+    broken = eval_root / "base" / EPISODES_FILE
+    for text in ('{"seed": 1000000}\n', "not json\n", '{"seed": 1000000, "messages": [{"role": 3}]}\n'):
+        broken.write_text(text)
+        with pytest.raises(UserError, match=re.escape(str(broken))):
+            read_episodes(broken, target)
 
 
 def _start(out: Path) -> subprocess.Popen:
