@@ -34,6 +34,7 @@ from peft import PeftModel
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from tracegym.adapters.lora import REFERENCE_ADAPTER
+from tracegym.adapters.policy_loss import PromptEncoding, encode_prompt
 from tracegym.rollout import Episode
 
 
@@ -119,7 +120,7 @@ def packed_inputs(
 
 
 def _score_row(model: PreTrainedModel, ids: Sequence[int], boundaries: Sequence[int], gold: Sequence[int],
-               prefix: Sequence[tuple[torch.Tensor, torch.Tensor]] = ()) -> torch.Tensor:
+               prefix: PromptEncoding | None = None) -> torch.Tensor:
     """ℓ of each boundary from one packed forward pass, `prefix` holding the keys and values of the
     first tokens of `ids` per layer (none: the row starts at token 0). The caller sets the mode."""
     device = next(model.parameters()).device
@@ -156,10 +157,7 @@ def score_shared_prompt(
         raise ValueError("every item must start with the shared prompt and have its boundaries at or past its end")
     device = next(model.parameters()).device
     with reference_mode(model):
-        prefix: list[tuple[torch.Tensor, torch.Tensor]] = []
-        if len(prompt) > 1:
-            encoded = model(input_ids=torch.tensor([list(prompt[:-1])], device=device), use_cache=True, logits_to_keep=1)
-            prefix = [(layer.keys, layer.values) for layer in encoded.cache.layers]
+        prefix = encode_prompt(model, torch.tensor(list(prompt), device=device)) if len(prompt) > 1 else None
         return [_score_row(model, ids, boundaries, gold, prefix) for ids, boundaries, gold in items]
 
 
@@ -184,8 +182,7 @@ def reference_scores(
         groups.setdefault(tuple(episode.train_prompt_ids), []).append(index)
     if not packed:
         return [score_prefixes(model, *item) for item in items]
-    results: list[torch.Tensor] = [torch.empty(0)] * len(items)
+    scores: dict[int, torch.Tensor] = {}
     for prompt, indices in groups.items():
-        for index, scores in zip(indices, score_shared_prompt(model, prompt, [items[i] for i in indices])):
-            results[index] = scores
-    return results
+        scores.update(zip(indices, score_shared_prompt(model, prompt, [items[i] for i in indices])))
+    return [scores[index] for index in range(len(items))]

@@ -11,8 +11,8 @@ episodes (benchmarks/baseline.py), with its own copy of the model and the same f
 engine replays every turn's contexts of the step's episodes, the old trace credit scores the kept
 episodes (one packed forward pass per episode, each with its prompt; today's encodes a group's
 prompt once), and the old update trains on them (an old-log-prob pass, then every episode's whole
-sequence). Rounds alternate the two (best of each kept), in wall-clock and
-process CPU time, with the seconds of each phase.
+sequence). Rounds alternate the two (best of each kept), in wall-clock and process CPU time, with
+the seconds of each phase.
 
     python benchmarks/grpo_step.py [--quick] [--rounds 2] [--threads N]
 """

@@ -28,6 +28,7 @@ from tracegym.errors import UserError
 from tracegym.eval.play import outcomes, play_target
 from tracegym.eval.target import EpisodeRecord, TargetConfig, make_target, write_runs
 from tracegym.eval.target.config import HELDOUT_BASE
+from tracegym.files import write_text_atomic
 from tracegym.generation import SamplingConfig
 from tracegym.moe_router.folder import load_mixture, task_router_for
 from tracegym.moe_router.folder import load_policy as load_routed
@@ -84,7 +85,7 @@ def write_episodes(records: list[EpisodeRecord], path: Path) -> None:
     lines = [json.dumps({"seed": r.task.seed, "trial": r.trial, "messages": [m.model_dump(mode="json") for m in r.messages],
                          "reward": r.reward, "reward_info": r.reward_info, "termination_reason": r.termination_reason})
              for r in records]
-    path.write_text("".join(line + "\n" for line in lines))
+    write_text_atomic(path, "".join(line + "\n" for line in lines))
 
 
 def read_episodes(path: Path, target: TargetConfig) -> list[EpisodeRecord]:
