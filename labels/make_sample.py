@@ -7,8 +7,9 @@ detector output is seen. A second round (`ROUND_2`, its own seeds) draws 46 more
 that are in neither half yet, from the same runs and the runs round 1 left out, and splits them
 the same way: the halves grow with fresh trajectories no labeller was tuned on. A third round
 (`ROUND_3`), drawn after the test half had been measured once, adds 41 more the same way (retail
-has no undrawn failures left, so only its successes). Writes labels/sample.json (rounds 1, 2, 3
-in order); rerunning reproduces it exactly.
+has no undrawn failures left, so only its successes). A fourth round (`ROUND_4`), drawn after the
+test half had been measured again, adds 46 more, two failures for each success where the run has
+them. Writes labels/sample.json (rounds 1-4 in order); rerunning reproduces it exactly.
 
     python labels/make_sample.py [--data ../shared/data]
 """
@@ -67,6 +68,26 @@ ROUND_3: dict[str, tuple[int, int]] = {
     "telecom/gpt-4.1-finetuned-tau2-sft__llm_agent__40sims_1trial.json": (1, 1),
 }
 
+ROUND_4: dict[str, tuple[int, int]] = {
+    "airline/claude-opus-4-6__experimental_agent__50sims_1trial.json": (2, 1),
+    "airline/claude-opus-4-6__llm_agent__44sims_1trial.json": (2, 1),
+    "airline/claude-sonnet-4-5__llm_agent__50sims_1trial.json": (2, 1),
+    "airline/gpt-4.1-finetuned-tau2-sft__llm_agent__20sims_1trial.json": (2, 1),
+    "airline/gpt-4.1-mini-2025-04-14__llm_agent__50sims_1trial.json": (2, 1),
+    "airline/gpt-4.1__llm_agent__20sims_1trial.json": (2, 1),
+    "airline/gpt-4o-2024-11-20__llm_agent__50sims_1trial.json": (2, 1),
+    "airline/gpt-oss-120b__langchain_agent__50sims_1trial.json": (2, 1),
+    "airline/qwen2.5-7b__llm_agent__50sims_1trial.json": (2, 1),
+    "retail/gpt-4.1__llm_agent__40sims_1trial.json": (0, 2),
+    "retail/gpt-4.1-finetuned-tau2-sft__llm_agent__40sims_1trial.json": (0, 2),
+    "telecom/gpt-4.1__llm_agent__40sims_1trial.json": (2, 1),
+    "telecom/gpt-4.1__llm_agent_solo__40sims_1trial__solo.json": (2, 1),
+    "telecom/gpt-4.1-2025-04-14__llm_agent_solo__20sims_4trials__solo.json": (1, 1),
+    "telecom/gpt-4.1-finetuned-tau2-sft__llm_agent__40sims_1trial.json": (2, 1),
+    "telecom/gpt-4.1-finetuned-tau2-sft__llm_agent_solo__40sims_1trial__solo.json": (1, 1),
+    "telecom/gpt-4o__llm_agent__20sims_1trial.json": (1, 1),
+}
+
 
 def draw(data: Path, plan: dict[str, tuple[int, int]], seed: int, taken: set[tuple[str, str]]) -> list[dict]:
     """One round: per run file, failures and successes drawn at random among the graded
@@ -90,11 +111,12 @@ def draw(data: Path, plan: dict[str, tuple[int, int]], seed: int, taken: set[tup
 
 
 def draw_all(data: Path) -> list[dict]:
-    """Round 1, then rounds 2 and 3, each excluding the trajectories of the rounds before it."""
-    first = draw(data, PLAN, SEED, set())
-    second = draw(data, ROUND_2, SEED + 2, {(e["run_file"], e["sim_id"]) for e in first})
-    third = draw(data, ROUND_3, SEED + 4, {(e["run_file"], e["sim_id"]) for e in first + second})
-    return first + [{**entry, "round": 2} for entry in second] + [{**entry, "round": 3} for entry in third]
+    """Round 1, then rounds 2, 3 and 4, each excluding the trajectories of the rounds before it."""
+    sample = draw(data, PLAN, SEED, set())
+    for number, plan in ((2, ROUND_2), (3, ROUND_3), (4, ROUND_4)):
+        taken = {(entry["run_file"], entry["sim_id"]) for entry in sample}
+        sample += [{**entry, "round": number} for entry in draw(data, plan, SEED + 2 * (number - 1), taken)]
+    return sample
 
 
 def main() -> None:
