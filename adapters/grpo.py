@@ -21,7 +21,8 @@ advantages; then up to `mini_batches` AdamW steps on the clipped surrogate, each
 split across steps), token-mean over the step's sampled tokens. Each group is trained on its
 hint-free prompt encoded once, its continuations attending to it (tracegym.adapters.policy_loss),
 also when `micro_batch_size` splits it: the micro-batches' gradients meet at the prompt's keys
-and values, and the prompt's encoding is backpropagated once.
+and values, and the prompt's encoding is backpropagated once. With `bf16` the update's forward
+passes run in bfloat16 autocast (float32 weights, optimizer and log-softmax).
 
 The ratio's denominator. With `mini_batches` = 1 every batch is used once, before any update: the
 "old" policy is the current one, so old = new.detach() (ratio exactly 1, clipping inert, gradient
@@ -171,11 +172,16 @@ class GRPOTrainer:
         count = max(1, min(self.config.mini_batches, most))
         return [groups[part::count] for part in range(count)]
 
+    def _autocast(self) -> torch.autocast:
+        """The update's forward passes in bfloat16 autocast when `config.bf16`, else a no-op."""
+        return torch.autocast(self.accelerator.device.type, dtype=torch.bfloat16, enabled=self.config.bf16)
+
     @torch.no_grad()
     def _old_logprobs(self, groups: list[GroupBatch]) -> list[torch.Tensor]:
         """Log-probs of each group's sampled tokens under the policy before this step's updates."""
         device, temperature = self.accelerator.device, self.rollout_config.temperature
-        return [token_logprobs(self.model, group.to(device), temperature).cpu() for group in groups]
+        with self._autocast():
+            return [token_logprobs(self.model, group.to(device), temperature).cpu() for group in groups]
 
     def _group_backward(self, group: GroupBatch, old: torch.Tensor | None, tokens: float) -> tuple[float, float]:
         """Backpropagate the group's clipped surrogate divided by `tokens`, `micro_batch_size` rows at
@@ -184,13 +190,15 @@ class GRPOTrainer:
         encoding once. `old`: the group's old log-probs (None: this policy's, detached). Returns
         the loss and the number of tokens where the clip binds."""
         config, acc = self.config, self.accelerator
-        encoded = encode_prompt(self.model, group.prompt_ids)
+        with self._autocast():
+            encoded = encode_prompt(self.model, group.prompt_ids)
         leaves = [(keys.detach().requires_grad_(), values.detach().requires_grad_()) for keys, values in encoded]
         loss, clipped = 0.0, 0.0
         for start in range(0, len(group), config.micro_batch_size):
             rows = slice(start, start + config.micro_batch_size)
             micro = group.rows(rows)
-            logprobs = token_logprobs(self.model, micro, self.rollout_config.temperature, leaves)
+            with self._autocast():
+                logprobs = token_logprobs(self.model, micro, self.rollout_config.temperature, leaves)
             loss_sum, n_clipped = clipped_surrogate(
                 logprobs, logprobs.detach() if old is None else old[rows], micro.advantages, micro.loss_mask,
                 config.epsilon_low, config.epsilon_high,

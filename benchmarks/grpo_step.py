@@ -1,7 +1,9 @@
 """One GRPO step (rollouts, trace credit, update) of today's trainer against commit 1b8c06d's step at
 equal rollouts: one group of 8 four-turn episodes of the embedded model (benchmarks/four_turn_env.py
 measures the engine, not skill), hint fraction 0.25, T = 1.0, turns ending at the end-of-turn token
-or a newline (at most 128 tokens), LoRA rank 16, micro-batches of 2 episodes, mini_batches 1.
+or a newline (at most 128 tokens), LoRA rank 16, micro-batches of 2 episodes, mini_batches 1; the new
+update in bfloat16 autocast (`GRPOConfig.bf16`, as configs/default.toml trains), the baseline's in
+float32 (BASELINE had no such option).
 Memory: a micro-batch of n four-turn episodes (~1,200 completion tokens each) keeps ~3.5·n GB of
 attention weights for the backward pass (CPU SDPA with a mask materialises them); measured peak
 14.8 GB with n = 4.
@@ -80,7 +82,7 @@ def baseline_step(trainer: Any, episodes: list[Episode], params: SamplingConfig,
 def main() -> None:
     _, group, new_tokens, rounds = engine_arguments(__doc__.splitlines()[0])
     config = GRPOConfig(steps=rounds, groups_per_step=1, group_size=group, micro_batch_size=2, hint_fraction=0.25,
-                        credit=CreditConfig(credit="trace"), lora_rank=16, max_redraws=0)
+                        credit=CreditConfig(credit="trace"), lora_rank=16, max_redraws=0, bf16=True)
     rollout = RolloutConfig(temperature=1.0, max_new_tokens=new_tokens)
     # the untrained model rambles until the token budget, which would end episodes after one turn
     grpo.SamplingConfig = functools.partial(SamplingConfig, stop=STOP)  # type: ignore[attr-defined]

@@ -71,11 +71,7 @@ def test_packed_step_equals_the_unpacked_step(tmp_path):
     old-log-prob pass, and each group's prompt encoded once (one forward per group, one per
     micro-batch)."""
     trainer = _trainer(tmp_path, hint_fraction=0.5, micro_batch_size=3, temperature=0.7, max_grad_norm=1e9)
-    generator = torch.Generator().manual_seed(0)
-    with torch.no_grad():  # LoRA B starts at zero, which would zero every gradient of A
-        for p in trainer.policy.parameters():
-            if p.requires_grad:
-                p.copy_(torch.randn(p.shape, generator=generator) * 0.05)
+    generator = _randomise_lora(trainer)
     episodes = trainer.rollouts([3, 4])
     assert len({tuple(e.train_prompt_ids) for e in episodes}) == 2 and sum(e.hinted for e in episodes) == 4
     assert any(e.train_prompt_ids != e.prompt_ids for e in episodes)
@@ -88,16 +84,49 @@ def test_packed_step_equals_the_unpacked_step(tmp_path):
     expected = {n: p.grad.clone() for n, p in trainable.items()}
     trainer.optimizer.zero_grad(set_to_none=True)
 
-    got: dict[str, torch.Tensor] = {}
-    trainer.optimizer.step = lambda *args, **kwargs: got.update({n: p.grad.clone() for n, p in trainable.items()})
     forwards = [0]
     trainer.policy.get_base_model().register_forward_pre_hook(lambda *args: forwards.__setitem__(0, forwards[0] + 1))
-    record = trainer.update(episodes, advantages)
+    record, got = _update_gradients(trainer, episodes, advantages)
     assert forwards[0] == 2 * (1 + 2)  # each group of 4: its prompt, then micro-batches of 3 + 1
     assert abs(record["loss"] - expected_loss.item()) < 1e-4
     assert max(g.abs().max().item() for g in expected.values()) > 1e-2
     for name, gradient in expected.items():
         assert torch.allclose(got[name], gradient, atol=1e-4), name
+
+
+def _randomise_lora(trainer) -> torch.Generator:
+    """Random LoRA weights (LoRA B starts at zero, which would zero every gradient of A); returns
+    the generator, seeded 0, for further draws."""
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in trainer.policy.parameters():
+            if p.requires_grad:
+                p.copy_(torch.randn(p.shape, generator=generator) * 0.05)
+    return generator
+
+
+def _update_gradients(trainer, episodes, advantages) -> tuple[dict, dict[str, torch.Tensor]]:
+    """`trainer.update`'s record and the LoRA gradients it would step on (the step itself is skipped)."""
+    got: dict[str, torch.Tensor] = {}
+    trainable = {n: p for n, p in trainer.policy.named_parameters() if p.requires_grad}
+    trainer.optimizer.step = lambda *args, **kwargs: got.update({n: p.grad.clone() for n, p in trainable.items()})
+    return trainer.update(episodes, advantages), got
+
+
+def test_bf16_update_follows_the_float32_gradient(tmp_path):
+    """With `bf16` the update's forward passes run in bfloat16 autocast: its gradient differs from
+    float32's (the autocast is on) but points the same way, and the weights stay float32."""
+    gradients, episodes = {}, None
+    for bf16 in (False, True):
+        trainer = _trainer(tmp_path / str(bf16), hint_fraction=0.0, micro_batch_size=2, max_grad_norm=1e9, bf16=bf16)
+        generator = _randomise_lora(trainer)
+        episodes = episodes or trainer.rollouts([3])  # the float32 trainer's, for both
+        advantages = torch.randn(len(episodes), max(len(e.completion_ids) for e in episodes), generator=generator)
+        _, gradients[bf16] = _update_gradients(trainer, episodes, advantages)
+        assert all(p.dtype == torch.float32 for p in trainer.policy.parameters())
+    flat = {bf16: torch.cat([g.flatten() for g in grads.values()]) for bf16, grads in gradients.items()}
+    assert not torch.allclose(flat[True], flat[False], atol=1e-6)
+    assert torch.nn.functional.cosine_similarity(flat[True], flat[False], dim=0) > 0.99
 
 
 def _episode(seed: int, reward: float) -> Episode:
