@@ -53,7 +53,7 @@ def findings(conversation: Conversation, domain: Domain) -> list[Finding]:
     left_early = checks.user_left_early(conversation) is not None
     found = [g.finding for g in gaps if g.blames_agent and not (left_early and g.kind in ("not_done", "refused"))]
     for check in (checks.unconfirmed_writes, checks.unread_records, checks.policy_writes, checks.writes_gold_refuses,
-                  checks.invented_identifiers):
+                  checks.invented_identifiers, checks.miscomputed_payments):
         found += check(conversation, domain)
     found += checks.failed_writes(conversation, domain, gaps)
     found += checks.transfers(conversation, domain, gaps)

@@ -6,7 +6,8 @@ oracle dialogues: the policy calls tools but has not solved the family; whether 
 reward lies in the calibration band, default [0.2, 0.6], is reported), scored on held-out seeds,
 greedy and sampled at the rollout temperature (tracegym.adapters.heldout). Then for each credit
 ("trace", "grpo") and each training seed: GRPO from the warm start (π_ref = the frozen warm start)
-for `steps` steps of `groups × group_size` rollouts with no redraws (equal rollouts in every run),
+for `steps` steps of `groups × group_size` rollouts with no redraws (equal rollouts in every run;
+updates in bfloat16 autocast, as configs/default.toml trains),
 then the held-out scores after. Comparisons are paired per held-out seed (every policy is scored on
 the same seeds with the same sampling seeds): each credit's after-score (mean over its training
 seeds) minus the warm start's, and trace minus grpo, with paired bootstrap 95% intervals
@@ -50,9 +51,9 @@ CREDITS = ("trace", "grpo")
 WARM_START: dict[str, tuple[int, int]] = {"precondition_verification": (8, 4), "error_recovery": (6, 3)}
 WARM_START_DEFAULT = (2, 1)
 FULL: dict[str, Any] = dict(model=DEFAULT_MODEL, steps=6, groups=1, group_size=8, micro_batch=2, heldout=32, sampled=2,
-                            max_new_tokens=None, seeds=3, lr=1e-4, warm_start=WARM_START)
+                            max_new_tokens=None, seeds=3, lr=1e-4, warm_start=WARM_START, bf16=True)
 QUICK: dict[str, Any] = dict(model=TINY_MODEL, steps=2, groups=1, group_size=2, micro_batch=2, heldout=3, sampled=1,
-                             max_new_tokens=8, seeds=1, lr=GRPOConfig.learning_rate, warm_start={})
+                             max_new_tokens=8, seeds=1, lr=GRPOConfig.learning_rate, warm_start={}, bf16=False)
 FAMILIES = "precondition_verification,error_recovery"
 
 
@@ -101,7 +102,7 @@ def trainer_from_warm_start(spec: EnvSpec, settings: dict[str, Any], credit: str
     policy = add_reference(attach_lora(model, adapter_dir=warm), warm)
     config = GRPOConfig(steps=settings["steps"], groups_per_step=settings["groups"], group_size=settings["group_size"],
                         micro_batch_size=settings["micro_batch"], learning_rate=lr, max_redraws=0,
-                        credit=CreditConfig(credit=credit), seed=seed, save_every=settings["steps"])
+                        credit=CreditConfig(credit=credit), seed=seed, save_every=settings["steps"], bf16=settings["bf16"])
     trainer = GRPOTrainer(policy, tokenizer, env_factory_for(spec), config, rollout, folder, train_seeds=spec.train_seeds)
     trainer.resume()
     return trainer

@@ -76,3 +76,18 @@ def test_a_write_refused_for_its_own_arguments_is_imprecision_one_refused_for_th
     assert added_up["tool_calling_precision"] == L and added_up["precondition_verification"] == P
     balance = refused("Error: Gift card balance is not enough")
     assert balance["tool_calling_precision"] == P and balance["precondition_verification"] == L
+
+
+def test_a_payment_that_did_not_add_up_is_a_miscomputed_amount_even_when_redone() -> None:
+    def bags_paid(first_error: str) -> dict:
+        arguments = dict(reservation_id="ABC123", total_baggages=2, nonfree_baggages=1, payment_id="gift_card_9")
+        run = (looked_up("ABC123").user("Please add two bags to ABC123 and pay with my gift card.")
+               .say("I'll add 2 checked bags to ABC123, one free and one for $40 from gift card 9. Proceed?").user("yes")
+               .call("update_reservation_baggages", first_error, error=True, **arguments)
+               .call("update_reservation_baggages", booking("ABC123", bags=2), **arguments))
+        return values(run.say("Done: two bags added.").trajectory([], [], success=True))
+
+    miscomputed = bags_paid("Error: Payment amount does not add up, total price is 50, but paid 40")
+    assert miscomputed["structured_data_reasoning"] == L and miscomputed["tool_calling_precision"] == L
+    not_found = bags_paid("Error: Reservation not found")
+    assert not_found["structured_data_reasoning"] == P

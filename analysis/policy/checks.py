@@ -29,6 +29,7 @@ _REFUSAL = re.compile(r"\b(?:polic(?:y|ies)|not (?:allowed|permitted|eligible)|i
                       re.IGNORECASE)
 _ARGUMENT_ERROR = re.compile(r"not found|invalid|does not exist|no such|unknown|format|missing|required|"
                              r"does not add up|should (?:be different|match)", re.IGNORECASE)  # what the call itself got wrong
+_MISCOMPUTED = re.compile(r"does not add up|total (?:price|amount) is \$?[\d.,]+,? but (?:paid|got)", re.IGNORECASE)
 _DEFERRED = re.compile(r"\b(?:prefer to wait|hold off|(?:reach out|contact you|call back|come back)(?: again)? (?:later|once|when)|"
                        r"decide later|think (?:about it|it over)|never ?mind|changed my mind)\b", re.IGNORECASE)
 _CANNOT = re.compile(r"\b(?:can only|cannot|can'?t|unable|not (?:possible|able|allowed|permitted|eligible))\b", re.IGNORECASE)
@@ -307,6 +308,19 @@ def failed_writes(conversation: Conversation, domain: Domain, gaps: list[Gap]) -
             capability = "precondition_verification" if _state_error(call) else "tool_calling_precision"
             yield Finding(capability, call.result_index, f"failed write, never redone: {render(call.name, call.arguments)} "
                                                          f"-> {call.output}")
+
+
+def miscomputed_payments(conversation: Conversation, domain: Domain) -> Iterator[Finding]:
+    """A write the system refused because its payment did not add up to the total it computed: the
+    agent worked the amount out wrong from the prices it read (a misreading, even when a later call
+    got it right: the wrong sum was what the agent told the user), and sent a call with mismatched
+    amounts. The first such write only."""
+    for call in conversation.agent_calls:
+        if call.error and domain.is_write(call.name) and _MISCOMPUTED.search(str(call.output)):
+            text = f"payment that did not add up: {render(call.name, call.arguments)} -> {call.output}"
+            yield Finding("structured_data_reasoning", call.index, text)
+            yield Finding("tool_calling_precision", call.index, text)
+            return
 
 
 def unconfirmed_writes(conversation: Conversation, domain: Domain) -> Iterator[Finding]:
