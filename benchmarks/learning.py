@@ -7,11 +7,11 @@ reward lies in the calibration band, default [0.2, 0.6], is reported), scored on
 greedy and sampled at the rollout temperature (tracegym.adapters.heldout). Then for each credit
 ("trace", "grpo") and each training seed: GRPO from the warm start (π_ref = the frozen warm start)
 for `steps` steps of `groups × group_size` rollouts with no redraws (equal rollouts in every run;
-updates in bfloat16 autocast, as configs/default.toml trains),
-then the held-out scores after. Comparisons are paired per held-out seed (every policy is scored on
-the same seeds with the same sampling seeds): each credit's after-score (mean over its training
-seeds) minus the warm start's, and trace minus grpo, with paired bootstrap 95% intervals
-(tracegym.stats.paired_difference). Writes result.json and curves.png (training reward per step).
+updates in bfloat16 autocast, as configs/default.toml trains), then the held-out scores after.
+Comparisons are paired per held-out seed (every policy is scored on the same seeds with the same
+sampling seeds): each credit's after-score (mean over its training seeds) minus the warm start's,
+and trace minus grpo, with paired bootstrap 95% intervals (tracegym.stats.paired_difference).
+Writes result.json and curves.png (training reward per step).
 
     python benchmarks/learning.py [--out DIR] [--families F1,F2] [--steps N] [--seeds N] [--heldout N]
                                   [--sampled N] [--groups N] [--lr LR] [--warm-lr LR]
