@@ -23,7 +23,8 @@ domains) turns what the conversation established into findings, each naming a ca
   leaves allowed work undone.
 Gold actions are evidence (see `policy.checks`). NA where the task does not need the capability:
 multi-step completion when the task involves fewer than two distinct writes (the gold's and the
-agent's attempts, by tool and record: one request with at most one write; in a workflow domain,
+agent's attempts, by tool and record, and each further gold write on a record the gold already
+writes: one request with at most one write; in a workflow domain,
 telecom, when no step on either side was needed or made) unless a request was left undone all
 the same, precondition verification when neither
 gold nor agent writes (in domains whose requests need not involve one), tool-calling precision
@@ -62,12 +63,15 @@ def findings(conversation: Conversation, domain: Domain) -> list[Finding]:
     return found + said
 
 
-def _operations(conversation: Conversation, domain: Domain) -> set[tuple]:
-    """The distinct writes a task involves, one per tool and record: the gold's own (agent side) and
-    every write the agent attempted."""
-    return ({(a["name"], checks.record_of(domain, a["arguments"])) for a in conversation.gold
-             if (a.get("requestor") or "assistant") == "assistant" and a.get("name") != TRANSFER and domain.is_write(a.get("name", ""))}
-            | {(c.name, checks.record_of(domain, c.arguments)) for c in conversation.agent_calls if domain.is_write(c.name)})
+def _operations(conversation: Conversation, domain: Domain) -> int:
+    """How many writes a task involves: one per tool and record among the gold's own (agent side)
+    and every write the agent attempted (an agent's retry is no new operation), plus each further
+    gold write on a tool and record the gold already writes (an upgrade, then a flight change, of
+    one reservation: gold never retries)."""
+    gold = [(a["name"], checks.record_of(domain, a["arguments"])) for a in conversation.gold
+            if (a.get("requestor") or "assistant") == "assistant" and a.get("name") != TRANSFER and domain.is_write(a.get("name", ""))]
+    attempted = {(c.name, checks.record_of(domain, c.arguments)) for c in conversation.agent_calls if domain.is_write(c.name)}
+    return len(set(gold) | attempted) + len(gold) - len(set(gold))
 
 
 def _needed(conversation: Conversation, domain: Domain) -> dict[str, bool]:
@@ -81,7 +85,7 @@ def _needed(conversation: Conversation, domain: Domain) -> dict[str, bool]:
     return {
         "structured_data_reasoning": called and not users_work,
         "multi_step_task_completion": bool(gold_writes or agent_writes) if domain.workflow
-        else len(_operations(conversation, domain)) >= 2,
+        else _operations(conversation, domain) >= 2,
         "precondition_verification": domain.preconditions_always or bool(agent_writes) or any(
             (a.get("requestor") or "assistant") == "assistant" for a in gold_writes),
         "tool_calling_precision": called,

@@ -43,6 +43,13 @@ def test_multi_step_completion_is_needed_where_the_task_involves_two_writes() ->
              .call("cancel_reservation", "Error: try again", error=True, reservation_id="ABC123")
              .call("cancel_reservation", booking("ABC123"), reservation_id="ABC123"))
     assert values(again.trajectory([cancel("ABC123")], [True], success=True))["multi_step_task_completion"] == N  # one write, twice
+    upgrade = {"reservation_id": "ABC123", "cabin": "business", "flights": [], "payment_id": "credit_card_1"}
+    moved = {**upgrade, "flights": [{"flight_number": "HAT002", "date": "2024-05-21"}]}
+    upgraded = (looked_up("ABC123").say("Upgrade ABC123 to business, then move it to HAT002 on May 21?").user("yes")
+                .call("update_reservation_flights", booking("ABC123"), **upgrade)
+                .call("update_reservation_flights", booking("ABC123"), **moved))
+    gold_twice = [{"name": "update_reservation_flights", "arguments": upgrade}, {"name": "update_reservation_flights", "arguments": moved}]
+    assert values(upgraded.trajectory(gold_twice, [True, True], success=True))["multi_step_task_completion"] == P  # gold never retries
     never = looked_up("ABC123").say("I see your reservation. Anything else?").user("No. ###STOP###")
     assert values(never.trajectory([cancel("ABC123")], [False]))["multi_step_task_completion"] == L  # the only request, undone
     put_off = looked_up("ABC123").say("Shall I cancel ABC123 now?").user("Hold off please, I will call back later. ###STOP###")
