@@ -11,9 +11,11 @@ measures how rules found on the earlier ones generalise), prints:
 - whether the selected capability set equals the one the reference labels imply, per domain and
   overall: both go through the same `selection.select` (N = K = 1), the reference counting only
   the failures it attributes to the agent, as `diagnose` does by default.
-With `--folds K` it also prints κ3 per capability on each of K folds of the items grouped by run
-file (one agent's runs stay in one fold), so that a rule fitted to one agent's habits shows as a
-fold far below the others. The labeller is the deterministic detectors, or the LLM judge with
+Where labels/second_reading.json labelled some of the half's trajectories again (other readers,
+the same protocol, without the first labels), it prints κ3 between the two readings beside the
+labeller's with each: the agreement careful readers reach. With `--folds K` it also prints κ3 per
+capability on each of K folds of the items grouped by run file (one agent's runs stay in one
+fold), so that a rule fitted to one agent's habits shows as a fold far below the others. The labeller is the deterministic detectors, or the LLM judge with
 `--judge-url`. Message indices of evidence are those of the τ² Results `messages[]` (ingest keeps
 them one to one). Only aggregates are printed; `--items` lists per-trajectory disagreements and is
 refused on the test half, so that the detectors are never tuned to its items.
@@ -44,6 +46,7 @@ from tracegym.schema import Evidence, Label, LabelValue, Trajectory
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "labels" / "reference.json"
 SAMPLE = REPO / "labels" / "sample.json"  # the draw, each entry after round 1 marked with its "round"
+SECOND = REPO / "labels" / "second_reading.json"  # test-half trajectories labelled again by other readers
 VALUES = ("NA", "PRESENT", "LACKING")
 SOURCES = ("agent", "user_simulator", "benchmark")
 GOAL = 0.6  # κ per capability and on failure source (issue 11)
@@ -150,6 +153,28 @@ def capability_agreement(items: list[Item], voted: dict[tuple[str, str], Label],
     return lines + ["confusion matrices (3-class, pooled):"] + matrices
 
 
+def reader_agreement(items: list[Item], voted: dict[tuple[str, str], Label], names: list[str]) -> list[str]:
+    """κ3 per capability and failure-source κ between the reference and a second careful reading of
+    the same trajectories (labels/second_reading.json), beside the labeller's κ3 with each reading:
+    how far two careful readers agree bounds what a labeller can show. Empty where none is shared."""
+    if not SECOND.is_file():
+        return []
+    second = {(e["run_file"], e["sim_id"]): e for e in json.loads(SECOND.read_text(encoding="utf-8"))}
+    shared = [(i, second[(i.entry["run_file"], i.entry["sim_id"])]) for i in items if (i.entry["run_file"], i.entry["sim_id"]) in second]
+    if not shared:
+        return []
+    lines = [f"second reading of {len(shared)} of these, κ3: reference-second, labeller-reference, labeller-second"]
+    for name in names:
+        reference = [i.entry["labels"][name]["label"] for i, _ in shared]
+        other = [e["labels"][name]["label"] for _, e in shared]
+        labeller = [labelled(voted, i, name) for i, _ in shared]
+        lines.append(f"  {name:<28} " + "  ".join(f"{_fmt(kappa(list(zip(a, b)))):>6}"
+                                                  for a, b in ((reference, other), (labeller, reference), (labeller, other))))
+    sources = [(i.entry["failure_source"], e["failure_source"]) for i, e in shared if not i.trajectory.success]
+    lines.append(f"  failure source, reference-second: {sum(a == b for a, b in sources)}/{len(sources)} agree, κ {_fmt(kappa(sources))}")
+    return lines
+
+
 def fold_agreement(items: list[Item], voted: dict[tuple[str, str], Label], names: list[str], folds: int) -> list[str]:
     """κ3 per capability on each of `folds` folds of the items, whole run files dealt to folds in
     turn from the largest (a fold with one class only shows –)."""
@@ -245,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.split} half{part}: {len(items)} trajectories ({failures} failures), labeller "
           f"{diagnosis.report.params.get('labeller')}")
     for line in capability_agreement(items, voted, names):
+        print(line)
+    for line in reader_agreement(items, voted, names):
         print(line)
     if args.folds > 1:
         for line in fold_agreement(items, voted, names, args.folds):

@@ -356,6 +356,23 @@ def test_folds_deal_whole_run_files_largest_first() -> None:
     assert row.split()[1:] == ["+0.33", "+0.00"]  # fold 0: a's LACKING found, two PRESENT missed; fold 1: b's LACKING missed
 
 
+def test_a_second_reading_is_compared_with_the_reference_and_the_labeller(tmp_path: Path, monkeypatch) -> None:
+    bench = _agreement_module()
+    labels = ("PRESENT", "LACKING", "PRESENT", "LACKING")
+    entries = [{"run_file": "airline/a.json", "sim_id": str(n), "failure_source": None,
+                "labels": {"policy_compliance": {"label": label}}} for n, label in enumerate(labels)]
+    items = [bench.Item(e, Run().user(str(n)).trajectory([], [], task=str(n), success=True)) for n, e in enumerate(entries)]
+    second = [{**e, "labels": {"policy_compliance": {"label": "PRESENT" if n == 3 else e["labels"]["policy_compliance"]["label"]}}}
+              for n, e in enumerate(entries[1:], start=1)]  # the first is not read again; the last read otherwise
+    monkeypatch.setattr(bench, "SECOND", tmp_path / "second.json")
+    assert bench.reader_agreement(items, {}, ["policy_compliance"]) == []  # no second reading: nothing to print
+    bench.SECOND.write_text(json.dumps(second))
+    head, row, sources = bench.reader_agreement(items, {}, ["policy_compliance"])
+    assert "second reading of 3 of these" in head
+    assert row.split()[1:] == ["+0.40", "+0.00", "+0.00"]  # the labeller gave nothing (NA): no better than chance
+    assert "0/0 agree" in sources
+
+
 def test_gold_the_benchmark_corrected_blames_it_only_for_runs_graded_on_it(shared_data: Path) -> None:
     domains = shared_data / "tau2" / "domains"
     for domain in corrections.CORRECTIONS:
