@@ -16,6 +16,7 @@ Writes result.json and curves.png (training reward per step).
     python benchmarks/learning.py [--out DIR] [--families F1,F2] [--steps N] [--seeds N] [--heldout N]
                                   [--sampled N] [--groups N] [--lr LR] [--warm-lr LR]
     python benchmarks/learning.py --out DIR --only grpo:2   # one run only, e.g. in a second process
+    python benchmarks/learning.py --jobs 2   # each family's runs in two processes (two cores)
     python benchmarks/learning.py --quick    # seconds: the tiny random model, 2 steps, 1 seed
 
 Cost (default config): sized for <= 45 min a family on 2 unloaded cores; `--out` keeps every run
@@ -26,6 +27,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -122,14 +125,36 @@ def train_run(spec: EnvSpec, settings: dict[str, Any], credit: str, seed: int, l
             "rollouts": sum(r["rollouts"] for r in records), "train_seconds": sum(r["step_seconds"] for r in records)}
 
 
+def spread_runs(family: str, settings: dict[str, Any], args: argparse.Namespace, out: Path) -> None:
+    """Train and score the family's runs in `args.jobs` processes of this script (`--only`, one torch
+    thread each, output in out/job_K.log), dealt in turn; returns when all have finished."""
+    runs = [f"{credit}:{seed}" for credit in CREDITS for seed in range(settings["seeds"])]
+    passed = [f"--{key.replace('_', '-')}={value}" for key, value in vars(args).items()
+              if key in ("steps", "seeds", "heldout", "sampled", "groups", "lr", "warm_lr") and value is not None]
+    jobs = []
+    for number in range(min(args.jobs, len(runs))):
+        command = [sys.executable, __file__, "--out", str(out.parent), "--families", family, "--only", ",".join(runs[number::args.jobs]),
+                   *passed, *(["--quick"] if args.quick else [])]
+        log = (out / f"job_{number}.log").open("w")
+        jobs.append((subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "OMP_NUM_THREADS": "1"}), log))
+    for process, log in jobs:
+        process.wait()
+        log.close()
+        if process.returncode:
+            raise SystemExit(f"{family}: a run process failed (exit {process.returncode}); see {log.name}")
+
+
 def run_family(family: str, settings: dict[str, Any], args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    """The warm start, its held-out scores and every (credit, seed) run of one family."""
+    """The warm start, its held-out scores and every (credit, seed) run of one family (spread over
+    `args.jobs` processes when > 1)."""
     spec = easiest_spec(family)
     rollout = RolloutConfig(max_new_tokens=settings["max_new_tokens"])
     started = time.perf_counter()
     warm, before = warm_start_scored(spec, settings, args.warm_lr, out, rollout)
     print(f"{family} {spec.knobs}: warm start loss {warm['first_loss']:.3f} -> {warm['final_loss']:.3f}; held-out "
           f"reward {before.summary()['greedy_reward']['mean']:.3f} greedy", flush=True)
+    if args.jobs > 1 and not args.only:
+        spread_runs(family, settings, args, out)
     runs = []
     for credit in CREDITS:
         for seed in range(settings["seeds"]):
@@ -157,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", type=lambda text: set(text.split(",")), default=set(), metavar="CREDIT:SEED,...",
                         help="train and score only these runs, then stop (to spread a family's runs over processes sharing "
                              "--out; a later run without --only reuses them and writes the comparison)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="train a family's runs in this many processes of one torch thread each (default 1: here)")
     args = parser.parse_args(argv)
     settings = dict(QUICK if args.quick else FULL)
     settings.update({key: getattr(args, key) for key in ("steps", "seeds", "heldout", "sampled", "groups", "lr") if getattr(args, key) is not None})

@@ -1,5 +1,6 @@
 """Smoke of benchmarks/learning.py --quick on the tiny model: both families, both credits, the paired
-comparisons, result.json and the curves PNG; runs trained apart with --only are reused."""
+comparisons, result.json and the curves PNG; runs trained apart with --only are reused, and runs spread
+over processes with --jobs give the same results."""
 
 from __future__ import annotations
 
@@ -42,4 +43,10 @@ def test_learning_benchmark_quick(tmp_path, capsys, monkeypatch):
         assert not (folder / "trace_0" / "checkpoint" / "adapter" / "reference").exists()
     assert (tmp_path / "curves.png").stat().st_size > 0
     assert "trace - grpo" in capsys.readouterr().out
+
+    spread = tmp_path / "jobs"  # the same family's runs, each in a process of its own: the same results
+    assert module.main(["--quick", "--out", str(spread), "--families", "error_recovery", "--jobs", "2"]) == 0
+    assert sorted(p.name for p in (spread / "error_recovery").glob("job_*.log")) == ["job_0.log", "job_1.log"]
+    (alone,) = json.loads((spread / "result.json").read_text())["families"]
+    assert [r["after"] for r in alone["runs"]] == [r["after"] for r in result["families"][1]["runs"]]
     sys.modules.pop("learning_report", None)
