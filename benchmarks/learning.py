@@ -125,10 +125,15 @@ def train_run(spec: EnvSpec, settings: dict[str, Any], credit: str, seed: int, l
             "rollouts": sum(r["rollouts"] for r in records), "train_seconds": sum(r["step_seconds"] for r in records)}
 
 
+def run_names(seeds: int) -> list[str]:
+    """Every run of a family as `--only` names it, CREDIT:SEED, credits in order."""
+    return [f"{credit}:{seed}" for credit in CREDITS for seed in range(seeds)]
+
+
 def spread_runs(family: str, settings: dict[str, Any], args: argparse.Namespace, out: Path) -> None:
     """Train and score the family's runs in `args.jobs` processes of this script (`--only`, one torch
     thread each, output in out/job_K.log), dealt in turn; returns when all have finished."""
-    runs = [f"{credit}:{seed}" for credit in CREDITS for seed in range(settings["seeds"])]
+    runs = run_names(settings["seeds"])
     passed = [f"--{key.replace('_', '-')}={value}" for key, value in vars(args).items()
               if key in ("steps", "seeds", "heldout", "sampled", "groups", "lr", "warm_lr") and value is not None]
     jobs = []
@@ -189,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     settings.update({key: getattr(args, key) for key in ("steps", "seeds", "heldout", "sampled", "groups", "lr") if getattr(args, key) is not None})
     if args.only and not args.out:
         parser.error("--only needs --out: its runs are kept for a later run to compare")
-    unknown = args.only - {f"{credit}:{seed}" for credit in CREDITS for seed in range(settings["seeds"])}
+    unknown = args.only - set(run_names(settings["seeds"]))
     if unknown:
         parser.error(f"--only: no such run {', '.join(sorted(unknown))} (runs are CREDIT:SEED, credits {', '.join(CREDITS)}, "
                      f"seeds 0..{settings['seeds'] - 1})")
