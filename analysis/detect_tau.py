@@ -53,7 +53,8 @@ def findings(conversation: Conversation, domain: Domain) -> list[Finding]:
     if any(f.misled for f in said):  # the steps left undone are owed to the misreading, not dropped
         gaps = [g for g in gaps if g.kind != "not_done"]
     left_early = checks.user_left_early(conversation) is not None
-    found = [g.finding for g in gaps if g.blames_agent and not (left_early and g.kind in ("not_done", "refused"))]
+    found = [f for g in gaps if g.blames_agent and not (left_early and g.kind in ("not_done", "refused"))
+             for f in (g.finding, g.also) if f is not None]
     for check in (checks.unconfirmed_writes, checks.unread_records, checks.policy_writes, checks.writes_gold_refuses,
                   checks.invented_identifiers, checks.miscomputed_payments):
         found += check(conversation, domain)

@@ -1,5 +1,5 @@
 """The arguments of the agent's calls on hand-built runs: what a wrong one shows (tool-calling precision,
-or data reasoning for a misread record or allowance) and what is no error at all."""
+data reasoning for a misread allowance, both for a record chosen by misreading) and what is no error at all."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def test_the_same_correct_call_repeated_is_no_imprecision() -> None:
                     payment_id="credit_card_1")["tool_calling_precision"] == P
 
 
-def test_a_write_to_another_line_than_the_users_is_a_misread_record() -> None:
+def test_a_write_to_another_line_than_the_users_is_a_wrong_record_chosen_by_misreading() -> None:
     lines = {"L1": "555-123-2001", "L2": "555-123-2002"}
     run = (Run("telecom", policy="").user("My data does not work abroad; my number is 555-123-2002.")
            .call("get_customer_by_phone", {"customer_id": "C1", "line_ids": list(lines)}, phone_number="555-123-2002"))
@@ -48,7 +48,7 @@ def test_a_write_to_another_line_than_the_users_is_a_misread_record() -> None:
         run.call("get_details_by_id", {"line_id": line, "phone_number": number, "roaming_enabled": False}, id=line)
     verdicts = values(run.call("enable_roaming", {"line_id": "L1", "roaming_enabled": True}, customer_id="C1", line_id="L1")
                       .say("Roaming is enabled on your line.").trajectory([], [], success=False))
-    assert verdicts["structured_data_reasoning"] == L and verdicts["tool_calling_precision"] == P
+    assert verdicts["structured_data_reasoning"] == L and verdicts["tool_calling_precision"] == L  # labels/round5_brief.md
 
 
 def test_paid_bags_outside_every_memberships_allowance_are_a_misreading_even_with_the_profile_unread() -> None:

@@ -147,12 +147,14 @@ def test_a_missed_action_is_paired_with_the_call_on_the_same_record() -> None:
     assert attribute(trajectory).source == "agent"  # the closing "anything else?" awaits no answer
 
 
-def test_a_wrong_record_read_from_the_data_is_data_reasoning() -> None:
+def test_a_wrong_record_read_from_the_data_is_data_reasoning_and_a_wrong_record() -> None:
     run = (looked_up("ABC123").call("get_reservation_details", booking("XYZ789"), reservation_id="XYZ789")
            .say("Cancel XYZ789, booked today?").user("yes").call("cancel_reservation", booking("XYZ789"), reservation_id="XYZ789"))
     verdicts = detect(run.trajectory([cancel("ABC123")], [False]))
     assert verdicts["structured_data_reasoning"].value == L
     assert verdicts["structured_data_reasoning"].evidence[0].quote.startswith("wrong value read from the data")
+    assert verdicts["tool_calling_precision"].value == L  # and a write on the wrong record (labels/round5_brief.md)
+    assert verdicts["tool_calling_precision"].evidence[0].quote.startswith("write on another record")
     assert verdicts["multi_step_task_completion"].value == P
 
 

@@ -5,9 +5,10 @@ and against the benchmark's own corrections (`corrections`: a gold action the po
 the benchmark later corrected, blames the benchmark, not the agent), then paired with the
 agent's call of the same tool on the same record (never merely the first call of that name), and
 told apart as: a value the user dictated (the agent followed the user), a wrong value read from
-the data (structured data reasoning), a wrong or invented argument (tool-calling precision), a
-request the agent refused although the policy allows it (policy compliance), or a step never
-carried out (multi-step completion). A missed gold look-up is not a missed step.
+the data (structured data reasoning; a record chosen that way is also a write on the wrong record,
+tool-calling precision, labels/round5_brief.md), a wrong or invented argument (tool-calling
+precision), a request the agent refused although the policy allows it (policy compliance), or a
+step never carried out (multi-step completion). A missed gold look-up is not a missed step.
 """
 
 from __future__ import annotations
@@ -56,11 +57,13 @@ class Gap:
     either), "no_effect" (the system refused the same write for its record's state), "followed_user",
     "attempted" (the same call was made), "deferred" (the user put it off), "data", "argument",
     "refused", "transfer", "not_done"; `finding` the capability finding it gives the agent, or for
-    the two GOLD_AT_FAULT kinds what is wrong with the gold."""
+    the two GOLD_AT_FAULT kinds what is wrong with the gold; `also` a second finding of the same
+    gap (the wrong record of a "data" gap)."""
 
     action: dict[str, Any]
     kind: str
     finding: Finding | None
+    also: Finding | None = None
 
     @property
     def blames_agent(self) -> bool:
@@ -149,7 +152,9 @@ def _argument_gap(conversation: Conversation, domain: Domain, action: dict, call
     misread = [k for k in rest if "payment" not in k and _grounded(conversation, call.arguments.get(k), call.index)
                and (k in domain.derived or k.endswith(("_id", "_ids")))]
     if misread and len(misread) == len(rest):
-        return Gap(action, "data", Finding("structured_data_reasoning", call.index, "wrong value read from the data: " + text))
+        misread_record = all(k not in domain.derived for k in misread)  # ids only: the write went to another record
+        return Gap(action, "data", Finding("structured_data_reasoning", call.index, "wrong value read from the data: " + text),
+                   Finding("tool_calling_precision", call.index, "write on another record: " + text) if misread_record else None)
     return Gap(action, "argument", Finding("tool_calling_precision", call.index, "wrong argument: " + text))
 
 

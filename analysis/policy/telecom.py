@@ -1,11 +1,12 @@
 """τ²-bench telecom policy as executable checks over the customer, line and bill records the tools showed.
 
 The line an agent works on must be the one with the phone number the user gave (a write to another
-line it read misreads the records: data reasoning); bills are checked overdue before a payment
-request and paid before a suspension is lifted; refuels are at most 2 GB and their price is
-confirmed first. What the status outputs show (`telecom_state`) must be read
-right: a setting the agent calls fine while the last status read shows the guide's fault, or a
-line over its data limit never refuelled, is a data-reasoning finding; the steps the agent then left
+line it read is a wrong-record write chosen by misreading the records: tool-calling precision and
+data reasoning); bills are checked overdue before a payment request and paid before a suspension
+is lifted; refuels are at most 2 GB and their price is confirmed first. What the status outputs
+show (`telecom_state`) must be read right: a setting the agent calls fine while the last status
+read shows the guide's fault, or a line over its data limit never refuelled, is a data-reasoning
+finding; the steps the agent then left
 undone and the transfer it made believing the guide exhausted are owed to that misreading
 (`Finding.misled`), not counted again. Each rule names the policy sentence it implements.
 """
@@ -66,13 +67,15 @@ def line_numbers(conversation: Conversation) -> dict[str, str]:
 
 
 def _right_line(conversation: Conversation, name: str, arguments: dict, before: int) -> Iterator[Finding]:
-    """A write to a line the agent had read whose number is not the user's: the records were misread
-    (which line is the user's), as a wrong record read from the data is everywhere (`checks`)."""
+    """A write to a line the agent had read whose number is not the user's: a write on the wrong
+    record (tool-calling precision) chosen by misreading which line is the user's (data reasoning),
+    as everywhere (`checks`; labels/round5_brief.md)."""
     numbers, wanted = line_numbers(conversation), user_numbers(conversation, before)
     number = numbers.get(str(arguments.get("line_id")))
     if wanted and number and number not in wanted:
-        yield Finding("structured_data_reasoning", before, f"{name} on line {arguments.get('line_id')} ({number}); the user's "
-                                                        f"number is {', '.join(sorted(wanted))}")
+        text = f"{name} on line {arguments.get('line_id')} ({number}); the user's number is {', '.join(sorted(wanted))}"
+        yield Finding("structured_data_reasoning", before, text)
+        yield Finding("tool_calling_precision", before, text)
 
 
 def _refuel_limit(conversation: Conversation, name: str, arguments: dict, before: int) -> Iterator[Finding]:
