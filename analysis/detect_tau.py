@@ -20,8 +20,9 @@ domains) turns what the conversation established into findings, each naming a ca
 - policy_compliance: a write or offer the policy forbids (what the agent says counts: a refund
   promised, a benefit invented, `policy.airline_offers`; a procedure no tool provides, such as a
   reminder or a follow-up, `policy.procedures`; a locked SIM's code to enter, where the telecom
-  guide escalates), a refusal of what it allows, a transfer the user did not ask for (outside a
-  workflow domain, whose procedure ends in one) or one that leaves allowed work undone.
+  guide escalates), a refusal of what it allows, a transfer the policy does not call for (outside a
+  workflow domain, whose procedure ends in one: one the gold does not make, even if the user asked
+  after a refusal) or one that leaves allowed work undone.
 Gold actions are evidence (see `policy.checks`). NA where the task does not need the capability:
 multi-step completion when the task involves fewer than two distinct writes (the gold's and the
 agent's attempts, by tool and record, and each further gold write on a record the gold already
@@ -49,7 +50,8 @@ CAPABILITIES = ("structured_data_reasoning", "multi_step_task_completion", "prec
 def findings(conversation: Conversation, domain: Domain) -> list[Finding]:
     """Every finding of every check on one conversation, in check order."""
     said = list(domain.check_conversation(conversation))
-    gaps = checks.gold_gaps(conversation, domain)
+    every_gap = checks.gold_gaps(conversation, domain)
+    gaps = every_gap
     if any(f.misled for f in said):  # the steps left undone are owed to the misreading, not dropped
         gaps = [g for g in gaps if g.kind != "not_done"]
     left_early = checks.user_left_early(conversation) is not None
@@ -59,7 +61,7 @@ def findings(conversation: Conversation, domain: Domain) -> list[Finding]:
                   checks.invented_identifiers, checks.miscomputed_payments):
         found += check(conversation, domain)
     found += checks.failed_writes(conversation, domain, gaps)
-    found += checks.transfers(conversation, domain, gaps)
+    found += checks.transfers(conversation, domain, every_gap)
     found += checks.termination(conversation)
     found += quotes.misquoted_charges(conversation, domain)
     return found + said

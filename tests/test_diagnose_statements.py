@@ -125,10 +125,11 @@ def test_a_delay_certificate_needs_a_changed_or_cancelled_reservation() -> None:
     assert certificate(cancel_first=False) == L and certificate(cancel_first=True) == P
 
 
-def test_steps_left_after_a_misread_status_are_owed_to_the_misreading() -> None:
+def test_steps_left_after_a_misread_status_are_owed_to_the_misreading_the_early_transfer_is_not() -> None:
     """A telecom agent that reads the fault and calls it fine leaves the fix undone and transfers
-    believing the guide exhausted: one data-reasoning failure, not also a dropped step and a
-    forbidden transfer. Without the misreading the step left undone and the transfer count."""
+    believing the guide exhausted: a data-reasoning failure, not also a dropped step; the transfer
+    still comes before the guide's steps are exhausted, which the policy does not allow
+    (labels/transfer_amendment.md). Without the misreading the step left undone counts too."""
     gold = [{"name": "toggle_roaming", "arguments": {}, "requestor": "user"}]
 
     def run(said: str) -> dict[str, LabelValue]:
@@ -138,7 +139,7 @@ def test_steps_left_after_a_misread_status_are_owed_to_the_misreading() -> None:
         return values(steps.trajectory(gold, [False], success=False))
 
     misread = run("Roaming is enabled and airplane mode is off, so your settings are fine.")
-    assert (misread["structured_data_reasoning"], misread["multi_step_task_completion"], misread["policy_compliance"]) == (L, P, P)
+    assert (misread["structured_data_reasoning"], misread["multi_step_task_completion"], misread["policy_compliance"]) == (L, P, L)
     unread = run("Please restart your phone.")
     assert unread["structured_data_reasoning"] != L and (unread["multi_step_task_completion"], unread["policy_compliance"]) == (L, L)
 

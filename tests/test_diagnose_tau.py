@@ -241,13 +241,13 @@ def test_gold_that_breaks_the_policy_blames_the_benchmark_not_the_compliant_agen
     assert own.source == "agent" and "forbids" in own.reason and "ABC123" in own.evidence.quote
 
 
-def test_transfers_are_judged_by_the_users_request_not_by_gold() -> None:
+def test_a_transfer_is_judged_by_whether_the_policy_calls_for_it_not_by_the_users_request() -> None:
     def transferred(user_text: str, success: bool = True) -> LabelValue:
         run = looked_up("ABC123").user(user_text).call("transfer_to_human_agents", "Transfer successful", summary="x").say(
             "YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON.")
         return values(run.trajectory([], [], success=success))["policy_compliance"]
 
-    assert transferred("Please connect me to a human agent.") == P
+    assert transferred("Please connect me to a human agent.") == L  # labels/transfer_amendment.md
     assert transferred("What is my balance?") == L
     expected = (looked_up("ABC123").user("My SIM is locked.").call("transfer_to_human_agents", "Transfer successful", summary="x")
                 .trajectory([{"name": "transfer_to_human_agents", "arguments": {"summary": "x"}}], [True], success=True))

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 from tracegym.analysis.detectors import canonical, render
 from tracegym.analysis.policy import corrections
-from tracegym.analysis.policy.conversation import STOP_TOKENS, Call, Conversation, asks_for_human, awaits_answer, is_affirmative, mentions
+from tracegym.analysis.policy.conversation import STOP_TOKENS, Call, Conversation, awaits_answer, is_affirmative, mentions
 from tracegym.analysis.policy.domain import TRANSFER, Domain, Finding
 from tracegym.analysis.policy.payments import describe_payment
 
@@ -388,17 +388,20 @@ def writes_gold_refuses(conversation: Conversation, domain: Domain) -> Iterator[
 
 
 def transfers(conversation: Conversation, domain: Domain, gaps: list[Gap]) -> Iterator[Finding]:
-    """A transfer nobody asked for (the user did not, the gold does not make one), or one made while
-    allowed work the task needed was left undone. In a workflow domain the procedure itself ends in a
-    transfer once its steps are exhausted ("try all the relevant resolution steps before
-    transferring"), so there only the work left undone counts."""
+    """A transfer the policy does not call for, or one made while allowed work the task needed was
+    left undone (`gaps`: every gap, also those a misreading is blamed for). The airline and retail
+    policies transfer "if and only if the request cannot be handled within the scope of your
+    actions": with no gold transfer, a transfer is not called for, even when the user asks for a
+    human after a refusal the policy required (labels/transfer_amendment.md). In a workflow domain
+    the procedure itself ends in a transfer once its steps are exhausted ("try all the relevant
+    resolution steps before transferring"), so there only the work left undone counts."""
     left = [g for g in gaps if g.kind in ("not_done", "refused", "argument", "data")]
     expected = domain.workflow or any(a["name"] == TRANSFER for a in conversation.gold)
     for call in conversation.agent_calls:
         if call.name != TRANSFER:
             continue
-        if not (expected or asks_for_human(conversation.user_text(call.index))):
-            yield Finding("policy_compliance", call.index, f"transfer the user did not ask for: {render(call.name, call.arguments)}")
+        if not expected:
+            yield Finding("policy_compliance", call.index, f"transfer the policy does not call for: {render(call.name, call.arguments)}")
         elif left and not conversation.trajectory.success:
             yield Finding("policy_compliance", call.index, f"transfer with work the policy allows left undone "
                                                            f"({render(left[0].action.get('name', ''), left[0].action.get('arguments') or {})})")

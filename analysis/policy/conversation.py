@@ -33,9 +33,6 @@ _CLAUSE = re.compile(r"[,;:]|\b(?:but|despite|however|although|though|whereas)\b
 _NEGATED = re.compile(r"\b(?:not|never|no|cannot|unable)\b|n[o'’]t\b", re.IGNORECASE)
 _NOW = re.compile(r"current time is (\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})")
 _ASKS = re.compile(r"\b(confirm|shall i|would you like|do you want|let me know|reply with)\b", re.IGNORECASE)
-_HUMAN = re.compile(r"\b(human|real person|live (?:agent|person)|representative|supervisor|manager|someone else|"
-                    r"(?:speak|talk) (?:to|with) (?:someone|a person|another agent)|escalat\w*|transfer me)\b|###TRANSFER###",
-                    re.IGNORECASE)
 
 
 def parse_output(text: str) -> Any:
@@ -107,10 +104,6 @@ def assertions(text: str, hedges: re.Pattern | None = None) -> list[str]:
 def negated(text: str) -> bool:
     """Whether `text` holds a negation ("not", "never", "cannot", "unable", "n't")."""
     return bool(_NEGATED.search(text))
-
-
-def asks_for_human(text: str) -> bool:
-    return bool(_HUMAN.search(text))
 
 
 def listed(value: Any) -> list:

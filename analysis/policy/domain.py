@@ -28,8 +28,9 @@ class Finding:
     """One reason a capability is LACKING: the message that shows it (None: the run as a whole) and why;
     `shows_need`: the finding shows the capability was needed even where the task's shape says it
     was not (a request never carried out, though it was the only one); `misled`: a misreading of the
-    state shown that made the agent believe no work was left, so the steps it then left undone and
-    the transfer that followed are owed to the misreading (counted once, under its capability)."""
+    state shown that made the agent believe no work was left, so the steps it then left undone are
+    owed to the misreading (counted once, under its capability); a transfer made before those
+    steps is still one the policy does not call for."""
 
     capability: str
     index: int | None

@@ -6,9 +6,9 @@ data reasoning); bills are checked overdue before a payment request and paid bef
 is lifted; refuels are at most 2 GB and their price is confirmed first. What the status outputs
 show (`telecom_state`) must be read right: a setting the agent calls fine while the last status
 read shows the guide's fault, or a line over its data limit never refuelled, is a data-reasoning
-finding; the steps the agent then left
-undone and the transfer it made believing the guide exhausted are owed to that misreading
-(`Finding.misled`), not counted again. Each rule names the policy sentence it implements.
+finding; the steps the agent then left undone are owed to that misreading (`Finding.misled`), not
+counted again, while the transfer it made believing the guide exhausted still came too early
+(`checks.transfers`). Each rule names the policy sentence it implements.
 """
 
 from __future__ import annotations
