@@ -38,7 +38,7 @@ same. Otherwise LACKING with a finding, else PRESENT.
 from __future__ import annotations
 
 from tracegym.analysis.detectors import Verdict, evidence
-from tracegym.analysis.policy import checks, domain_for, quotes
+from tracegym.analysis.policy import checks, domain_for, payments, quotes
 from tracegym.analysis.policy.conversation import Conversation
 from tracegym.analysis.policy.domain import TRANSFER, Domain, Finding
 from tracegym.schema import Trajectory
@@ -64,6 +64,7 @@ def findings(conversation: Conversation, domain: Domain) -> list[Finding]:
     found += checks.transfers(conversation, domain, every_gap)
     found += checks.termination(conversation)
     found += quotes.misquoted_charges(conversation, domain)
+    found += payments.unheld_methods(conversation)
     return found + said
 
 

@@ -91,3 +91,17 @@ def test_a_payment_that_did_not_add_up_is_a_miscomputed_amount_even_when_redone(
     assert miscomputed["structured_data_reasoning"] == L and miscomputed["tool_calling_precision"] == L
     not_found = bags_paid("Error: Reservation not found")
     assert not_found["structured_data_reasoning"] == P
+
+
+def test_speaking_of_a_kind_of_payment_method_the_profile_does_not_hold_is_a_misreading() -> None:
+    def said(text: str, methods: tuple[str, ...] = ("paypal_1",)) -> dict:
+        profile = {"user_id": "ana_1", "payment_methods": {m: {"source": m.rsplit("_", 1)[0], "id": m} for m in methods}}
+        run = (Run("retail", policy="").user("I want to exchange my boots.").call("get_user_details", profile, user_id="ana_1")
+               .say(text))
+        return values(run.trajectory([], [], success=True))
+
+    assert said("I'll use your gift card for any price difference.")["structured_data_reasoning"] == L
+    assert said("You can pick your original method or your existing PayPal gift card.")["structured_data_reasoning"] == L
+    assert said("I'll use your gift card.", ("gift_card_2",))["structured_data_reasoning"] == P
+    assert said("I'll charge your PayPal account.")["structured_data_reasoning"] == P
+    assert said("I cannot use your gift card, as none is on file.")["structured_data_reasoning"] == P  # negated

@@ -101,6 +101,11 @@ def assertions(text: str, hedges: re.Pattern | None = None) -> list[str]:
             for clause in _CLAUSE.split(sentence) if clause.strip() and not negated(clause)]
 
 
+def sentences(text: str) -> list[str]:
+    """The sentences of `text` (split at . ! ? and line breaks), stripped, empty ones dropped."""
+    return [sentence.strip() for sentence in _SENTENCE.findall(text) if sentence.strip()]
+
+
 def negated(text: str) -> bool:
     """Whether `text` holds a negation ("not", "never", "cannot", "unable", "n't")."""
     return bool(_NEGATED.search(text))

@@ -1,10 +1,16 @@
-"""How a payment method can be named in a conversation (airline and retail profiles alike)."""
+"""How a payment method can be named in a conversation (airline and retail profiles alike), and
+an agent that speaks of a kind of method the user's profile does not hold."""
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Iterator
 
-from tracegym.analysis.policy.conversation import Conversation, dicts
+from tracegym.analysis.policy.conversation import Conversation, dicts, negated, sentences
+from tracegym.analysis.policy.domain import Finding
+
+# "your gift card", "your existing PayPal gift card": the last kind named within two words wins
+_YOUR_METHOD = re.compile(r"\byour (?:[\w-]+ ){0,2}(gift card|credit card|paypal|certificate)\b", re.IGNORECASE)
 
 
 def describe_payment(conversation: Conversation, payment_id: Any) -> tuple[str, ...]:
@@ -27,3 +33,34 @@ def payment_words(conversation: Conversation, payment_id: Any) -> tuple[str, ...
         return ()
     words = [str(payment_id), str(payment_id).rsplit("_", 1)[0].replace("_", " ")]
     return tuple(dict.fromkeys(words + list(describe_payment(conversation, payment_id))))
+
+
+def _held_kinds(conversation: Conversation, stop: int) -> set[str]:
+    """The kinds ("gift_card", "credit_card", "paypal", "certificate") of every payment method the
+    profiles read before message `stop` hold."""
+    kinds = set()
+    for _, profile in conversation.records("payment_methods", stop):
+        methods = profile.get("payment_methods")
+        for method in methods.values() if isinstance(methods, dict) else dicts(methods):
+            if isinstance(method, dict) and method.get("source"):
+                kinds.add(str(method["source"]))
+    return kinds
+
+
+def unheld_methods(conversation: Conversation) -> Iterator[Finding]:
+    """An agent sentence that speaks of the user's gift card, credit card, PayPal or certificate when
+    the profiles read before it hold no method of that kind: a fact the records contradict (data
+    reasoning). A negated sentence ("you have no gift card") claims no such method; nothing is
+    judged before a profile was read. One finding, at the first such sentence."""
+    for index, text in conversation.texts("assistant"):
+        held = _held_kinds(conversation, index)
+        if not held:
+            continue
+        for sentence in sentences(text):
+            named = [m.group(1).lower().replace(" ", "_") for m in _YOUR_METHOD.finditer(sentence)]
+            missing = [kind for kind in named if kind not in held]
+            if missing and not negated(sentence):
+                yield Finding("structured_data_reasoning", index, f"speaks of the user's {missing[0].replace('_', ' ')}, "
+                                                                  f"but the profile holds only {', '.join(sorted(held))}: "
+                                                                  f"{sentence!r}")
+                return
