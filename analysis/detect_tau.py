@@ -51,9 +51,8 @@ def findings(conversation: Conversation, domain: Domain) -> list[Finding]:
     """Every finding of every check on one conversation, in check order."""
     said = list(domain.check_conversation(conversation))
     every_gap = checks.gold_gaps(conversation, domain)
-    gaps = every_gap
-    if any(f.misled for f in said):  # the steps left undone are owed to the misreading, not dropped
-        gaps = [g for g in gaps if g.kind != "not_done"]
+    misled = any(f.misled for f in said)  # the steps left undone are owed to the misreading, not dropped
+    gaps = [g for g in every_gap if not (misled and g.kind == "not_done")]
     left_early = checks.user_left_early(conversation) is not None
     found = [f for g in gaps if g.blames_agent and not (left_early and g.kind in ("not_done", "refused"))
              for f in (g.finding, g.also) if f is not None]
@@ -61,7 +60,7 @@ def findings(conversation: Conversation, domain: Domain) -> list[Finding]:
                   checks.invented_identifiers, checks.miscomputed_payments):
         found += check(conversation, domain)
     found += checks.failed_writes(conversation, domain, gaps)
-    found += checks.transfers(conversation, domain, every_gap)
+    found += checks.transfers(conversation, domain, every_gap)  # a transfer before those steps is still early
     found += checks.termination(conversation)
     found += quotes.misquoted_charges(conversation, domain)
     found += payments.unheld_methods(conversation)
