@@ -53,8 +53,9 @@ CREDITS = ("trace", "grpo")
 # QUICK and unlisted families use WARM_START_DEFAULT.
 WARM_START: dict[str, tuple[int, int]] = {"precondition_verification": (8, 4), "error_recovery": (6, 3)}
 WARM_START_DEFAULT = (2, 1)
-FULL: dict[str, Any] = dict(model=DEFAULT_MODEL, steps=6, groups=1, group_size=8, micro_batch=2, heldout=32, sampled=2,
-                            max_new_tokens=None, seeds=3, lr=1e-4, warm_start=WARM_START, bf16=True)
+FULL: dict[str, Any] = dict(model=DEFAULT_MODEL, steps=GRPOConfig.steps, groups=1, group_size=8, micro_batch=2, heldout=32,
+                            sampled=2, max_new_tokens=None, seeds=3, lr=GRPOConfig.learning_rate, warm_start=WARM_START,
+                            bf16=True)
 QUICK: dict[str, Any] = dict(model=TINY_MODEL, steps=2, groups=1, group_size=2, micro_batch=2, heldout=3, sampled=1,
                              max_new_tokens=8, seeds=1, lr=GRPOConfig.learning_rate, warm_start={}, bf16=False)
 FAMILIES = "precondition_verification,error_recovery"
@@ -181,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heldout", type=int, help=f"held-out seeds (default {FULL['heldout']})")
     parser.add_argument("--sampled", type=int, help=f"sampled episodes per held-out seed (default {FULL['sampled']})")
     parser.add_argument("--groups", type=int, help=f"groups per GRPO step (default {FULL['groups']})")
-    parser.add_argument("--lr", type=float, help=f"GRPO learning rate (default {FULL['lr']}; GRPOConfig's is {GRPOConfig.learning_rate})")
+    parser.add_argument("--lr", type=float, help=f"GRPO learning rate (default {FULL['lr']}, GRPOConfig's)")
     parser.add_argument("--warm-lr", type=float, default=WarmStartConfig.learning_rate, help="warm-start learning rate")
     parser.add_argument("--out", type=Path, help="keep run folders, result.json and curves.png here (default: a temporary folder)")
     parser.add_argument("--only", type=lambda text: set(text.split(",")), default=set(), metavar="CREDIT:SEED,...",

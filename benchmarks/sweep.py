@@ -9,7 +9,7 @@ The validation seeds start --validation-offset (default 100) past the first held
 are disjoint from the held-out seeds learning.py reports on (its first --heldout, 32 by default):
 a rate chosen here is not chosen on the seeds that then judge it.
 
-    python benchmarks/sweep.py [--quick] [--family F] [--lrs 1e-5,1e-4,3e-4] [--checkpoints 2,4]
+    python benchmarks/sweep.py [--quick] [--family F] [--lrs 3e-5,1e-4,3e-4,1e-3] [--checkpoints 3,6,12]
                                [--heldout N] [--sampled N] [--groups N] [--validation-offset N] [--out DIR]
 """
 
@@ -34,8 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="seconds-long smoke on the tiny random model (learning.py's QUICK)")
     parser.add_argument("--family", default="precondition_verification")
-    parser.add_argument("--lrs", default="1e-5,1e-4,3e-4", help="comma-separated GRPO learning rates")
-    parser.add_argument("--checkpoints", default="2,4", help="comma-separated step counts at which to score held-out seeds")
+    parser.add_argument("--lrs", default="3e-5,1e-4,3e-4,1e-3", help="comma-separated GRPO learning rates")
+    parser.add_argument("--checkpoints", default="3,6,12", help="comma-separated step counts at which to score the validation seeds")
     parser.add_argument("--heldout", type=int, help=f"validation seeds (default {FULL['heldout']})")
     parser.add_argument("--sampled", type=int, help=f"sampled episodes per validation seed (default {FULL['sampled']})")
     parser.add_argument("--groups", type=int, help=f"groups per GRPO step (default {FULL['groups']})")
