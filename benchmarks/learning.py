@@ -6,15 +6,17 @@ oracle dialogues: the policy calls tools but has not solved the family; whether 
 reward lies in the calibration band, default [0.2, 0.6], is reported), scored on held-out seeds,
 greedy and sampled at the rollout temperature (tracegym.adapters.heldout). Then for each credit
 ("trace", "grpo") and each training seed: GRPO from the warm start (π_ref = the frozen warm start)
-for `steps` steps of `groups × group_size` rollouts with no redraws (equal rollouts in every run;
-updates in bfloat16 autocast, as configs/default.toml trains), then the held-out scores after.
+for `steps` steps of `groups × group_size` rollouts, a flat group (all rewards equal: no update)
+replaced by a fresh seed's group up to `--redraws` rounds a step (default GRPOConfig's 2; with 0
+every run samples the same number of rollouts, the report lists each run's; updates in bfloat16
+autocast, as configs/default.toml trains), then the held-out scores after.
 Comparisons are paired per held-out seed (every policy is scored on the same seeds with the same
 sampling seeds): each credit's after-score (mean over its training seeds) minus the warm start's,
 and trace minus grpo, with paired bootstrap 95% intervals (tracegym.stats.paired_difference).
 Writes result.json and curves.png (training reward per step).
 
     python benchmarks/learning.py [--out DIR] [--families F1,F2] [--steps N] [--seeds N] [--heldout N]
-                                  [--sampled N] [--groups N] [--lr LR] [--warm-lr LR]
+                                  [--sampled N] [--groups N] [--redraws N] [--lr LR] [--warm-lr LR]
     python benchmarks/learning.py --out DIR --only grpo:2   # one run only, e.g. in a second process
     python benchmarks/learning.py --jobs 2   # each family's runs in two processes (two cores)
     python benchmarks/learning.py --quick    # seconds: the tiny random model, 2 steps, 1 seed
@@ -55,10 +57,11 @@ WARM_START: dict[str, tuple[int, int]] = {"precondition_verification": (8, 4), "
 WARM_START_DEFAULT = (2, 1)
 FULL: dict[str, Any] = dict(model=DEFAULT_MODEL, steps=GRPOConfig.steps, groups=1, group_size=8, micro_batch=2, heldout=32,
                             sampled=2, max_new_tokens=None, seeds=3, lr=GRPOConfig.learning_rate, warm_start=WARM_START,
-                            bf16=True)
+                            bf16=True, redraws=GRPOConfig.max_redraws)
 QUICK: dict[str, Any] = dict(model=TINY_MODEL, steps=2, groups=1, group_size=2, micro_batch=2, heldout=3, sampled=1,
-                             max_new_tokens=8, seeds=1, lr=GRPOConfig.learning_rate, warm_start={}, bf16=False)
+                             max_new_tokens=8, seeds=1, lr=GRPOConfig.learning_rate, warm_start={}, bf16=False, redraws=0)
 FAMILIES = "precondition_verification,error_recovery"
+SETTING_FLAGS = ("steps", "seeds", "heldout", "sampled", "groups", "redraws", "lr")  # command-line overrides of FULL / QUICK
 
 
 def easiest_spec(family: str) -> EnvSpec:
@@ -101,11 +104,11 @@ def scored(path: Path, policy: Any, tokenizer: Any, spec: EnvSpec, settings: dic
 def trainer_from_warm_start(spec: EnvSpec, settings: dict[str, Any], credit: str, seed: int, lr: float, warm: Path,
                             folder: Path, rollout: RolloutConfig) -> GRPOTrainer:
     """A GRPO trainer (resumed from `folder` if it holds a checkpoint) of the warm start in `warm`,
-    π_ref the frozen warm start, no redraws (every run samples the same number of rollouts)."""
+    π_ref the frozen warm start, flat groups redrawn up to `settings["redraws"]` rounds a step."""
     model, tokenizer = load_base(settings["model"])
     policy = add_reference(attach_lora(model, adapter_dir=warm), warm)
     config = GRPOConfig(steps=settings["steps"], groups_per_step=settings["groups"], group_size=settings["group_size"],
-                        micro_batch_size=settings["micro_batch"], learning_rate=lr, max_redraws=0,
+                        micro_batch_size=settings["micro_batch"], learning_rate=lr, max_redraws=settings["redraws"],
                         credit=CreditConfig(credit=credit), seed=seed, save_every=settings["steps"], bf16=settings["bf16"])
     trainer = GRPOTrainer(policy, tokenizer, env_factory_for(spec), config, rollout, folder, train_seeds=spec.train_seeds)
     trainer.resume()
@@ -136,7 +139,7 @@ def spread_runs(family: str, settings: dict[str, Any], args: argparse.Namespace,
     thread each, output in out/job_K.log), dealt in turn; returns when all have finished."""
     runs = run_names(settings["seeds"])
     passed = [f"--{key.replace('_', '-')}={value}" for key, value in vars(args).items()
-              if key in ("steps", "seeds", "heldout", "sampled", "groups", "lr", "warm_lr") and value is not None]
+              if key in (*SETTING_FLAGS, "warm_lr") and value is not None]
     jobs = []
     for number in range(min(args.jobs, len(runs))):
         command = [sys.executable, __file__, "--out", str(out.parent), "--families", family, "--only", ",".join(runs[number::args.jobs]),
@@ -182,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heldout", type=int, help=f"held-out seeds (default {FULL['heldout']})")
     parser.add_argument("--sampled", type=int, help=f"sampled episodes per held-out seed (default {FULL['sampled']})")
     parser.add_argument("--groups", type=int, help=f"groups per GRPO step (default {FULL['groups']})")
+    parser.add_argument("--redraws", type=int, help=f"rounds a step may redraw flat groups (default {FULL['redraws']}, "
+                                                     f"GRPOConfig's; 0: equal rollouts in every run)")
     parser.add_argument("--lr", type=float, help=f"GRPO learning rate (default {FULL['lr']}, GRPOConfig's)")
     parser.add_argument("--warm-lr", type=float, default=WarmStartConfig.learning_rate, help="warm-start learning rate")
     parser.add_argument("--out", type=Path, help="keep run folders, result.json and curves.png here (default: a temporary folder)")
@@ -192,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="train a family's runs in this many processes of one torch thread each (default 1: here)")
     args = parser.parse_args(argv)
     settings = dict(QUICK if args.quick else FULL)
-    settings.update({key: getattr(args, key) for key in ("steps", "seeds", "heldout", "sampled", "groups", "lr") if getattr(args, key) is not None})
+    settings.update({key: getattr(args, key) for key in SETTING_FLAGS if getattr(args, key) is not None})
     if args.only and not args.out:
         parser.error("--only needs --out: its runs are kept for a later run to compare")
     unknown = args.only - set(run_names(settings["seeds"]))

@@ -51,9 +51,11 @@ def report(result: dict[str, Any]) -> None:
     settings = result["settings"]
     for family in result["families"]:
         comparison, before = family["comparison"], family["before"]["summary"]
-        rollouts = {r["rollouts"] for r in family["runs"]}
+        rollouts = "; ".join(f"{credit} {[r['rollouts'] for r in family['runs'] if r['credit'] == credit]}"
+                             for credit in result["credits"])
         print(f"\n{family['family']} {family['knobs']}: {settings['seeds']} training seeds per credit, "
-              f"{sorted(rollouts)} rollouts per run, lr {result['lr']}, {before['greedy_reward']['n']} held-out seeds, "
+              f"rollouts per run ({settings.get('redraws', 0)} redraw rounds a step) {rollouts}, lr {result['lr']}, "
+              f"{before['greedy_reward']['n']} held-out seeds, "
               f"{sum(r['train_seconds'] for r in family['runs']) / 60:.1f} min of GRPO steps")
         print(f"warm start mean reward {comparison['warm_start_reward']:.3f} "
               f"({'in' if comparison['warm_start_in_band'] else 'NOT in'} band {comparison['band']})")
