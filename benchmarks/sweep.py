@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="keep run folders and sweep.json here (default: a temporary folder)")
     args = parser.parse_args(argv)
     checkpoints = sorted(int(step) for step in args.checkpoints.split(","))
-    settings = dict(QUICK if args.quick else FULL, steps=checkpoints[-1])
+    settings = dict(QUICK if args.quick else FULL, steps=checkpoints[-1], redraws=0)  # every rate sees the same seeds
     settings.update({key: getattr(args, key) for key in ("heldout", "sampled", "groups") if getattr(args, key) is not None})
     spec, rollout = easiest_spec(args.family), RolloutConfig(max_new_tokens=settings["max_new_tokens"])
     first, end = spec.eval_seeds[0] + args.validation_offset, spec.eval_seeds[1]
