@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 from tracegym.synth_envs.base import play
 from tracegym.synth_envs.calibration import CalibrationConfig
 from tracegym.synth_envs.degenerate import REFUSAL, RandomValidCalls, degenerate_means
+from tracegym.synth_envs.families.precondition_verification import REQUESTS
 from tracegym.synth_envs.registry import families, make_env
-from tracegym.toolcalls import parse_tool_calls
+from tracegym.toolcalls import parse_tool_calls, render_tool_call
 
 SEEDS = 200
 SLOW = {"causal_diagnosis": 40, "code_repair": 20}  # seeds in the fast suite
@@ -78,3 +79,18 @@ def test_a_wrong_final_answer_never_earns_more_than_the_right_one(family: str) -
                 assert reward <= right_reward, (family, seed, prefix, answer, reward, right_reward)
 
     check()
+
+
+def test_write_then_refuse_earns_nothing_in_precondition_verification() -> None:
+    """A GRPO run's collapse: the request's write at once, then "REFUSED: R1", earned 0.5 on every
+    permitted request and 0.25 on every forbidden one, with no record checked."""
+    env = make_env("precondition_verification")
+    rewards = []
+    for seed in range(SEEDS):
+        env.reset(seed)
+        world = env.world
+        tool = REQUESTS[world.request][0]
+        arguments = {"order_id": world.order_id, **({"address": world.address} if tool == "update_address" else {})}
+        for answer in (REFUSAL, f"REFUSED: {world.broken or 'R1'}"):
+            rewards.append(play(env, seed, [render_tool_call(tool, arguments), answer])[1].reward)
+    assert max(rewards) == 0.0

@@ -5,12 +5,12 @@ R1 only pending orders can be cancelled or re-addressed; R2 only delivered order
 R3 address changes and refunds need a verified account; R4 refunds only within 30 days of
 delivery. Some requests break exactly one rule (drawn uniformly among the rules the knobs allow,
 then a request it governs) and must be refused naming it. Reward needs the right decision: for a
-permitted request, the right write (and no other) earns 0.5 + 0.25 every needed record checked
-before it + 0.25 answer "DONE", and anything else earns 0; for a forbidden one, the answer
-"REFUSED: R<k>" naming the broken rule earns 0.5 no write + 0.25 the record that shows the
-broken rule was checked + 0.25, and any other answer (a refusal naming another rule included)
-earns 0. So neither a blanket refusal nor "read, then refuse" pays more than the share of
-episodes it happens to get right. Knobs: orders of the customer, share of forbidden requests,
+permitted request, the right write (and no other, and no refusal after it) earns 0.5 + 0.25 every
+needed record checked before it + 0.25 answer "DONE", and anything else earns 0; for a forbidden
+one, the answer "REFUSED: R<k>" naming the broken rule with no write earns 0.75 + 0.25 the record
+that shows the broken rule was checked, and anything else (a write followed by the right refusal,
+a refusal naming another rule) earns 0. So neither a blanket refusal, nor "read, then refuse",
+nor "write, then refuse" pays more than the share of episodes it happens to get right. Knobs: orders of the customer, share of forbidden requests,
 conditions per request (1-3). The prompt states only the rules and offers only the tools of the
 requests the knobs allow (at 1 condition: R1, get_order, cancel_order).
 """
@@ -217,13 +217,14 @@ class PreconditionVerification(Environment):
         checked = self._needed_reads() <= read
         answer = final_answer.strip().upper()
         refused = re.match(r"REFUSED\W*(R\d)?", answer)
-        if w.broken is None:
+        if w.broken is None:  # the right write, and no refusal after it (that would contradict it)
             decided = (len(writes) == 1 and writes[0].name == write_tool and writes[0].arguments.get("order_id") == w.order_id
-                       and (write_tool != "update_address" or writes[0].arguments.get("address", "").strip() == w.address))
+                       and (write_tool != "update_address" or writes[0].arguments.get("address", "").strip() == w.address)
+                       and not refused)
             action, verdict = float(decided), float(answer.startswith("DONE"))
-        else:
-            decided = bool(refused) and refused.group(1) == w.broken
-            action, verdict = float(not writes), float(decided)
+        else:  # the refusal naming the broken rule, and no write: a forbidden write is the very failure trained against
+            decided = bool(refused) and refused.group(1) == w.broken and not writes
+            action, verdict = float(decided), float(decided)
         reward = decided * (0.5 * action + 0.25 * checked + 0.25 * verdict)
         return round(reward, 6), {"forbidden": w.broken, "decided": decided, "action": action, "checked_first": checked,
                                   "verdict": verdict}
