@@ -10,9 +10,10 @@ needed record checked before it + 0.25 answer "DONE", and anything else earns 0;
 one, the answer "REFUSED: R<k>" naming the broken rule with no write earns 0.75 + 0.25 the record
 that shows the broken rule was checked, and anything else (a write followed by the right refusal,
 a refusal naming another rule) earns 0. So neither a blanket refusal, nor "read, then refuse",
-nor "write, then refuse" pays more than the share of episodes it happens to get right. Knobs: orders of the customer, share of forbidden requests,
-conditions per request (1-3). The prompt states only the rules and offers only the tools of the
-requests the knobs allow (at 1 condition: R1, get_order, cancel_order).
+nor "write, then refuse" pays more than the share of episodes it happens to get right. Knobs:
+orders of the customer, share of forbidden requests, conditions per request (1-3). The prompt
+states only the rules and offers only the tools of the requests the knobs allow (at 1 condition:
+R1, get_order, cancel_order).
 """
 
 from __future__ import annotations
