@@ -1,5 +1,5 @@
 """Does GRPO make the embedded model better on held-out seeds, and does TRACE turn credit beat plain
-GRPO at equal rollouts? (issue 10, must-show)
+GRPO on the same training seeds? (issue 10, must-show)
 
 Per family (default: two, at their easiest ladder rung): a deliberately short SFT warm start (a few
 oracle dialogues: the policy calls tools but has not solved the family; whether its held-out mean
