@@ -92,18 +92,18 @@ def is_affirmative(text: str) -> bool:
     return bool(_AFFIRMATIVE.search(text)) and not _NEGATIVE_START.search(text)
 
 
+def sentences(text: str) -> list[str]:
+    """The sentences of `text` (split at . ! ? and line breaks), stripped, empty ones dropped."""
+    return [sentence.strip() for sentence in _SENTENCE.findall(text) if sentence.strip()]
+
+
 def assertions(text: str, hedges: re.Pattern | None = None) -> list[str]:
     """The clauses of `text` that assert something: from sentences that are no question, no
     condition ("if", "unless", ...) and match none of the caller's `hedges`, the clauses (split at
     commas, "but", "despite", ...) that are not negated."""
-    return [clause.strip() for sentence in _SENTENCE.findall(text)
+    return [clause.strip() for sentence in sentences(text)
             if not _CONDITIONAL.search(sentence) and not (hedges and hedges.search(sentence))
             for clause in _CLAUSE.split(sentence) if clause.strip() and not negated(clause)]
-
-
-def sentences(text: str) -> list[str]:
-    """The sentences of `text` (split at . ! ? and line breaks), stripped, empty ones dropped."""
-    return [sentence.strip() for sentence in _SENTENCE.findall(text) if sentence.strip()]
 
 
 def negated(text: str) -> bool:
