@@ -94,3 +94,17 @@ def test_write_then_refuse_earns_nothing_in_precondition_verification() -> None:
         for answer in (REFUSAL, f"REFUSED: {world.broken or 'R1'}"):
             rewards.append(play(env, seed, [render_tool_call(tool, arguments), answer])[1].reward)
     assert max(rewards) == 0.0
+
+
+def test_an_unchecked_right_decision_earns_a_quarter_in_precondition_verification() -> None:
+    """The request's write at once, then "DONE", earned 0.75 on every permitted request (0.35 over
+    200 seeds) with no record checked: only the verdict pays when the decision was a guess."""
+    env = make_env("precondition_verification")
+    rewards = {}
+    for seed in range(SEEDS):
+        env.reset(seed)
+        world = env.world
+        guess = [env.oracle(seed)[-2], "DONE"] if world.broken is None else [f"REFUSED: {world.broken}"]
+        rewards[seed] = play(env, seed, guess)[1].reward
+        assert play(env, seed, env.oracle(seed))[1].reward == 1.0
+    assert set(rewards.values()) == {0.25}

@@ -5,12 +5,13 @@ R1 only pending orders can be cancelled or re-addressed; R2 only delivered order
 R3 address changes and refunds need a verified account; R4 refunds only within 30 days of
 delivery. Some requests break exactly one rule (drawn uniformly among the rules the knobs allow,
 then a request it governs) and must be refused naming it. Reward needs the right decision: for a
-permitted request, the right write (and no other, and no refusal after it) earns 0.5 + 0.25 every
-needed record checked before it + 0.25 answer "DONE", and anything else earns 0; for a forbidden
-one, the answer "REFUSED: R<k>" naming the broken rule with no write earns 0.75 + 0.25 the record
-that shows the broken rule was checked, and anything else (a write followed by the right refusal,
-a refusal naming another rule) earns 0. So neither a blanket refusal, nor "read, then refuse",
-nor "write, then refuse" pays more than the share of episodes it happens to get right. Knobs:
+permitted request, the right write (and no other, and no refusal after it); for a forbidden one,
+the answer "REFUSED: R<k>" naming the broken rule, with no write. Anything else earns 0. The right
+decision earns 0.75 if every record it depends on was checked before it (before the write; for a
+refusal, the record that shows the broken rule) + 0.25 for the verdict ("DONE" after the write;
+the refusal is its own verdict). So a decision made unchecked earns 0.25: neither a blanket
+refusal, nor "read, then refuse", nor "write, then refuse", nor "write at once, then DONE" pays
+more than a quarter of the share of episodes it happens to get right. Knobs:
 orders of the customer, share of forbidden requests, conditions per request (1-3). The prompt
 states only the rules and offers only the tools of the requests the knobs allow (at 1 condition:
 R1, get_order, cancel_order).
@@ -222,13 +223,12 @@ class PreconditionVerification(Environment):
             decided = (len(writes) == 1 and writes[0].name == write_tool and writes[0].arguments.get("order_id") == w.order_id
                        and (write_tool != "update_address" or writes[0].arguments.get("address", "").strip() == w.address)
                        and not refused)
-            action, verdict = float(decided), float(answer.startswith("DONE"))
+            verdict = float(answer.startswith("DONE"))
         else:  # the refusal naming the broken rule, and no write: a forbidden write is the very failure trained against
             decided = bool(refused) and refused.group(1) == w.broken and not writes
-            action, verdict = float(decided), float(decided)
-        reward = decided * (0.5 * action + 0.25 * checked + 0.25 * verdict)
-        return round(reward, 6), {"forbidden": w.broken, "decided": decided, "action": action, "checked_first": checked,
-                                  "verdict": verdict}
+            verdict = float(decided)
+        reward = decided * (0.75 * checked + 0.25 * verdict)  # an unchecked decision is a guess: 0.25 at most
+        return round(reward, 6), {"forbidden": w.broken, "decided": decided, "checked_first": checked, "verdict": verdict}
 
     def _reads(self) -> str:
         w = self.world
