@@ -14,8 +14,8 @@ domains) turns what the conversation established into findings, each naming a ca
 - precondition_verification: a write without the user's explicit yes to its details where the
   policy requires one, a write to a record never read, a write whose policy conditions failed
   (unless the agent had told the user they failed), a write the system refused for its state;
-- tool_calling_precision: wrong or invented arguments, a payment that did not add up, failed
-  writes never redone (the same correct call repeated is none: a loop that ends the run is
+- tool_calling_precision: wrong or invented arguments, a payment that did not add up, a call
+  written out as text instead of made, failed writes never redone (the same correct call repeated is none: a loop that ends the run is
   multi-step completion's, by its termination);
 - policy_compliance: a write or offer the policy forbids (what the agent says counts: a refund
   promised, a benefit invented, `policy.airline_offers`; a procedure no tool provides, such as a
@@ -62,6 +62,7 @@ def findings(conversation: Conversation, domain: Domain) -> list[Finding]:
     found += checks.failed_writes(conversation, domain, gaps)
     found += checks.transfers(conversation, domain, every_gap)  # a transfer before those steps is still early
     found += checks.termination(conversation)
+    found += checks.calls_written_as_text(conversation)
     found += quotes.misquoted_charges(conversation, domain)
     found += payments.unheld_methods(conversation)
     return found + said

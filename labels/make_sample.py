@@ -10,8 +10,10 @@ the same way: the halves grow with fresh trajectories no labeller was tuned on. 
 has no undrawn failures left, so only its successes). A fourth round (`ROUND_4`), drawn after the
 test half had been measured again, adds 46 more, two failures for each success where the run has
 them. A fifth round (`ROUND_5`), drawn after the test half had been measured a fourth time, adds
-44 more the same way. Writes labels/sample.json (rounds 1-5 in order); rerunning reproduces it
-exactly.
+44 more the same way. A sixth round (`ROUND_6`), drawn after the test half had been
+measured a fifth time, adds 40 more, mostly airline failures (26 failures, 14 successes), where
+data reasoning and tool-calling precision disagree most. Writes labels/sample.json (rounds 1-6
+in order); rerunning reproduces it exactly.
 
     python labels/make_sample.py [--data ../shared/data]
 """
@@ -110,6 +112,25 @@ ROUND_5: dict[str, tuple[int, int]] = {
     "telecom/gpt-4o__llm_agent__20sims_1trial.json": (0, 1),
 }
 
+ROUND_6: dict[str, tuple[int, int]] = {
+    "airline/claude-opus-4-6__experimental_agent__50sims_1trial.json": (2, 1),
+    "airline/claude-opus-4-6__llm_agent__44sims_1trial.json": (2, 1),
+    "airline/claude-sonnet-4-5__llm_agent__50sims_1trial.json": (2, 1),
+    "airline/gpt-4.1-finetuned-tau2-sft__llm_agent__20sims_1trial.json": (0, 1),
+    "airline/gpt-4.1-mini-2025-04-14__llm_agent__50sims_1trial.json": (3, 1),
+    "airline/gpt-4.1__llm_agent__20sims_1trial.json": (2, 1),
+    "airline/gpt-4o-2024-11-20__llm_agent__50sims_1trial.json": (3, 1),
+    "airline/gpt-oss-120b__langchain_agent__50sims_1trial.json": (3, 1),
+    "airline/qwen2.5-7b__llm_agent__50sims_1trial.json": (3, 1),
+    "retail/gpt-4.1__llm_agent__40sims_1trial.json": (0, 1),
+    "retail/gpt-4.1-finetuned-tau2-sft__llm_agent__40sims_1trial.json": (0, 1),
+    "telecom/gpt-4.1__llm_agent__40sims_1trial.json": (2, 1),
+    "telecom/gpt-4.1__llm_agent_solo__40sims_1trial__solo.json": (2, 1),
+    "telecom/gpt-4.1-2025-04-14__llm_agent_solo__20sims_4trials__solo.json": (0, 1),
+    "telecom/gpt-4.1-finetuned-tau2-sft__llm_agent__40sims_1trial.json": (1, 0),
+    "telecom/gpt-4.1-finetuned-tau2-sft__llm_agent_solo__40sims_1trial__solo.json": (1, 0),
+}
+
 
 def draw(data: Path, plan: dict[str, tuple[int, int]], seed: int, taken: set[tuple[str, str]]) -> list[dict]:
     """One round: per run file, failures and successes drawn at random among the graded
@@ -133,9 +154,9 @@ def draw(data: Path, plan: dict[str, tuple[int, int]], seed: int, taken: set[tup
 
 
 def draw_all(data: Path) -> list[dict]:
-    """Round 1, then rounds 2-5, each excluding the trajectories of the rounds before it."""
+    """Round 1, then rounds 2-6, each excluding the trajectories of the rounds before it."""
     sample = draw(data, PLAN, SEED, set())
-    for number, plan in ((2, ROUND_2), (3, ROUND_3), (4, ROUND_4), (5, ROUND_5)):
+    for number, plan in ((2, ROUND_2), (3, ROUND_3), (4, ROUND_4), (5, ROUND_5), (6, ROUND_6)):
         taken = {(entry["run_file"], entry["sim_id"]) for entry in sample}
         sample += [{**entry, "round": number} for entry in draw(data, plan, SEED + 2 * (number - 1), taken)]
     return sample

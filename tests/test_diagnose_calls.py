@@ -3,7 +3,7 @@ data reasoning for a misread allowance, both for a record chosen by misreading) 
 
 from __future__ import annotations
 
-from tau_runs import L, P, Run, booking, looked_up, values
+from tau_runs import L, N, P, Run, booking, looked_up, values
 
 FLIGHT = {"flight_number": "HAT002", "date": "2024-05-21"}
 
@@ -105,3 +105,13 @@ def test_speaking_of_a_kind_of_payment_method_the_profile_does_not_hold_is_a_mis
     assert said("I'll use your gift card.", ("gift_card_2",))["structured_data_reasoning"] == P
     assert said("I'll charge your PayPal account.")["structured_data_reasoning"] == P
     assert said("I cannot use your gift card, as none is on file.")["structured_data_reasoning"] == P  # negated
+
+
+def test_a_tool_call_written_out_as_text_is_imprecision() -> None:
+    def answered(text: str) -> dict:
+        run = Run().user("Please remove the insurance from ABC123.").say(text).user("My user id is ana_1.")
+        return values(run.say("Sorry, I cannot do that.").trajectory([], [], success=False))
+
+    written = answered('{\n  "name": "get_user_details",\n  "arguments": {"user_id": "sara_doe_496"}\n}')
+    assert written["tool_calling_precision"] == L
+    assert answered("Could you give me your user id, please?")["tool_calling_precision"] == N  # no call made or needed

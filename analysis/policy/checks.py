@@ -34,6 +34,7 @@ _MISCOMPUTED = re.compile(r"does not add up|total (?:price|amount) is \$?[\d.,]+
 _DEFERRED = re.compile(r"\b(?:prefer to wait|hold off|(?:reach out|contact you|call back|come back)(?: again)? (?:later|once|when)|"
                        r"decide later|think (?:about it|it over)|never ?mind|changed my mind)\b", re.IGNORECASE)
 _CANNOT = re.compile(r"\b(?:can only|cannot|can'?t|unable|not (?:possible|able|allowed|permitted|eligible))\b", re.IGNORECASE)
+_TEXT_CALL = re.compile(r'"name"\s*:\s*"\w+"\s*,\s*"arguments"\s*:')  # {"name": "get_user_details", "arguments": ...
 GOLD_RULES = {"policy_compliance", "structured_data_reasoning"}  # findings that make a gold action break the policy
 GOLD_AT_FAULT = ("breaks_policy", "corrected_gold")
 
@@ -296,6 +297,17 @@ def invented_identifiers(conversation: Conversation, domain: Domain) -> Iterator
                 yield Finding("tool_calling_precision", call.index, f"{key}={value!r} appears nowhere before: "
                                                                     f"{render(call.name, call.arguments)}")
                 break
+
+
+def calls_written_as_text(conversation: Conversation) -> Iterator[Finding]:
+    """An agent message that writes a tool call out as JSON (a "name" and its "arguments") instead
+    of making it: the system never runs it (and a call was needed, whatever the task's shape). The
+    first such message only."""
+    for index, message in enumerate(conversation.messages):
+        if message.role == "assistant" and not message.tool_calls and _TEXT_CALL.search(message.content):
+            yield Finding("tool_calling_precision", index, f"a tool call written as text, never made: {message.content.strip()}",
+                          shows_need=True)
+            return
 
 
 def failed_writes(conversation: Conversation, domain: Domain, gaps: list[Gap]) -> Iterator[Finding]:
