@@ -209,7 +209,10 @@ def test_cancellation_follows_the_policy_conditions() -> None:
     assert knowingly["policy_compliance"] == L and knowingly["precondition_verification"] == P  # checked, then broke the rule
     assert cancelled("cancel ABC123, I am sick", insurance="yes", **old)["policy_compliance"] == P
     assert cancelled("cancel ABC123, plans changed", cabin="business", **old)["policy_compliance"] == P
-    assert cancelled("cancel ABC123", date="2024-05-10")["policy_compliance"] == L  # already flown
+    flown = cancelled("cancel ABC123", date="2024-05-10")
+    assert flown["policy_compliance"] == L and flown["structured_data_reasoning"] == L  # read the flown flight as upcoming
+    told = cancelled("cancel ABC123", "Your flight on May 10 was already flown. Cancel ABC123 anyway?", date="2024-05-10")
+    assert told["policy_compliance"] == L and told["structured_data_reasoning"] == P  # read right, broke the rule
     # A rule applies only when the run's policy holds the sentence it implements.
     other = Run(policy="The current time is 2024-05-15 15:00:00 EST. Cancel whatever the user asks.")
     run = (other.user("cancel ABC123").call("get_reservation_details", booking("ABC123", **old), reservation_id="ABC123")

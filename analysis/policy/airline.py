@@ -14,7 +14,8 @@ from typing import Any, Iterator
 
 from tracegym.analysis.detectors import canonical
 from tracegym.analysis.policy import airline_fares, airline_offers, procedures
-from tracegym.analysis.policy.airline_records import cancellation_refused, flown, may_compensate, reservation, reservations, user
+from tracegym.analysis.policy.airline_records import (cancellation_refused, flown, flown_unnoticed, may_compensate, reservation,
+                                                      reservations, unflown_reading, user)
 from tracegym.analysis.policy.conversation import Call, Conversation, dicts, listed, mentions
 from tracegym.analysis.policy.domain import ActionRule, ConversationRule, Domain, Finding
 from tracegym.analysis.policy.payments import payment_words
@@ -42,6 +43,8 @@ def _cancellation(conversation: Conversation, name: str, arguments: dict, before
     if refused:
         text, was_flown = refused
         yield Finding("policy_compliance", before, text + (" (policy: the agent cannot help, transfer)" if was_flown else ""))
+        if was_flown and (gone := flown_unnoticed(conversation, record, before)):
+            yield unflown_reading(record, gone, before)
         if not _told_no_refund(conversation, record.get("reservation_id"), before):
             yield Finding("precondition_verification", before, text)
 

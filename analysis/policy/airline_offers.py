@@ -19,7 +19,8 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from tracegym.analysis.policy.airline_records import cancellation_refused, may_compensate, reservation, reservations, user
+from tracegym.analysis.policy.airline_records import (cancellation_refused, flown_unnoticed, may_compensate, reservation,
+                                                      reservations, unflown_reading, user)
 from tracegym.analysis.policy.conversation import Conversation, assertions, listed, mentions, negated
 from tracegym.analysis.policy.domain import ConversationRule, Finding
 
@@ -119,6 +120,8 @@ def _refund_promises(conversation: Conversation) -> Iterator[Finding]:
         refused = record and cancellation_refused(conversation, record, index)
         if refused:
             yield Finding("policy_compliance", index, f"promises a refund the policy does not grant ({refused[0]}): {clause!r}")
+            if refused[1] and (gone := flown_unnoticed(conversation, record, index)):
+                yield unflown_reading(record, gone, index)
             return
 
 

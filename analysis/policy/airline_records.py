@@ -11,9 +11,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tracegym.analysis.policy.conversation import Conversation, dicts
+from tracegym.analysis.policy.domain import Finding
 
 COVERED = re.compile(r"\b(sick|ill|illness|unwell|not feeling well|health|medical|hospital\w*|surgery|injur\w*|doctor|fever|"
                      r"flu|covid|emergency room|weather|storm|hurricane|snow\w*|flood\w*|blizzard)\b", re.IGNORECASE)
+_SAID_FLOWN = re.compile(r"\b(?:flown|already (?:departed|took off|taken off|taken place|travell?ed|used|happened|completed|left)|"
+                         r"in the past|(?:date|flight)s? (?:has|have) (?:already )?passed)\b", re.IGNORECASE)
 
 
 def reservation(conversation: Conversation, reservation_id: Any, before: int | None, first: bool = False) -> dict | None:
@@ -54,6 +57,22 @@ def flown(conversation: Conversation, record: dict, before: int) -> dict | None:
         if status in ("landed", "flying") or (today and str(flight.get("date")) < today.date().isoformat()):
             return flight
     return None
+
+
+def flown_unnoticed(conversation: Conversation, record: dict, before: int) -> dict | None:
+    """The flight of `record` already flown, when no agent message before `before` said a flight
+    was flown or in the past: an agent that then cancels or promises a refund read the dates as
+    upcoming (a misreading), not a rule it knowingly broke."""
+    gone = flown(conversation, record, before)
+    if gone is None or any(_SAID_FLOWN.search(text) for _, text in conversation.texts("assistant", 0, before)):
+        return None
+    return gone
+
+
+def unflown_reading(record: dict, gone: dict, index: int) -> Finding:
+    """The data-reasoning finding of acting on `record` as if its flown flight `gone` were upcoming."""
+    return Finding("structured_data_reasoning", index, f"treats {record.get('reservation_id')} as upcoming, but flight "
+                                                       f"{gone.get('flight_number')} on {gone.get('date')} was already flown")
 
 
 def cancellation_refused(conversation: Conversation, record: dict, before: int) -> tuple[str, bool] | None:
