@@ -115,3 +115,15 @@ def test_a_tool_call_written_out_as_text_is_imprecision() -> None:
     written = answered('{\n  "name": "get_user_details",\n  "arguments": {"user_id": "sara_doe_496"}\n}')
     assert written["tool_calling_precision"] == L
     assert answered("Could you give me your user id, please?")["tool_calling_precision"] == N  # no call made or needed
+
+
+def test_a_url_no_output_gave_is_an_invented_value_in_any_call() -> None:
+    def configured(shown: str) -> dict:
+        run = (Run("telecom", policy="").user("My picture messages fail.")
+               .call("check_apn_settings", {"apn_name": "internet", "mmsc_url": shown})
+               .call("set_apn_settings", "APN settings updated",
+                     apn_settings={"apn_name": "internet", "mmsc_url": "http://mms.carrier.com/mms/wapenc"}))
+        return values(run.say("Your MMS settings are fixed.").trajectory([], [], success=False))
+
+    assert configured("Not Set")["tool_calling_precision"] == L
+    assert configured("http://mms.carrier.com/mms/wapenc")["tool_calling_precision"] == P

@@ -34,6 +34,7 @@ _MISCOMPUTED = re.compile(r"does not add up|total (?:price|amount) is \$?[\d.,]+
 _DEFERRED = re.compile(r"\b(?:prefer to wait|hold off|(?:reach out|contact you|call back|come back)(?: again)? (?:later|once|when)|"
                        r"decide later|think (?:about it|it over)|never ?mind|changed my mind)\b", re.IGNORECASE)
 _CANNOT = re.compile(r"\b(?:can only|cannot|can'?t|unable|not (?:possible|able|allowed|permitted|eligible))\b", re.IGNORECASE)
+_URL = re.compile(r"(?:https?|ftp)://", re.IGNORECASE)
 _TEXT_CALL = re.compile(r'"name"\s*:\s*"\w+"\s*,\s*"arguments"\s*:')  # {"name": "get_user_details", "arguments": ...
 GOLD_RULES = {"policy_compliance", "structured_data_reasoning"}  # findings that make a gold action break the policy
 GOLD_AT_FAULT = ("breaks_policy", "corrected_gold")
@@ -286,14 +287,15 @@ def user_left_early(conversation: Conversation) -> Finding | None:
 
 
 def invented_identifiers(conversation: Conversation, domain: Domain) -> Iterator[Finding]:
-    """Identifier arguments that appear nowhere in the conversation before the call, in writes and
-    in look-ups that failed (a guessed id that found its record did no harm)."""
+    """Arguments that appear nowhere in the conversation before the call: identifiers in writes and
+    in look-ups that failed (a guessed id that found its record did no harm), and URLs in any call
+    (a configuration address, such as an MMSC, that no output or user gave)."""
     for call in conversation.agent_calls:
-        if not (call.error or domain.is_write(call.name)):
-            continue
+        checked = call.error or domain.is_write(call.name)
         for key, value in _leaves(call.arguments):
-            identifier = key == "id" or key.endswith(("_id", "_ids")) or (domain.is_write(call.name) and key == "flight_number")
-            if identifier and str(value).strip() and not conversation.seen(value, call.index):
+            identifier = checked and (key == "id" or key.endswith(("_id", "_ids"))
+                                      or (domain.is_write(call.name) and key == "flight_number"))
+            if (identifier or _URL.match(str(value))) and str(value).strip() and not conversation.seen(value, call.index):
                 yield Finding("tool_calling_precision", call.index, f"{key}={value!r} appears nowhere before: "
                                                                     f"{render(call.name, call.arguments)}")
                 break
