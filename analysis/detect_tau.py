@@ -63,6 +63,7 @@ def findings(conversation: Conversation, domain: Domain) -> list[Finding]:
     found += checks.transfers(conversation, domain, every_gap)  # a transfer before those steps is still early
     found += checks.termination(conversation)
     found += checks.calls_written_as_text(conversation)
+    found += checks.misplaced_identifiers(conversation)
     found += quotes.misquoted_charges(conversation, domain)
     found += payments.unheld_methods(conversation)
     return found + said

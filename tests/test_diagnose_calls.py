@@ -3,7 +3,7 @@ data reasoning for a misread allowance, both for a record chosen by misreading) 
 
 from __future__ import annotations
 
-from tau_runs import L, N, P, Run, booking, looked_up, values
+from tau_runs import USER, L, N, P, Run, booking, looked_up, values
 
 FLIGHT = {"flight_number": "HAT002", "date": "2024-05-21"}
 
@@ -127,3 +127,21 @@ def test_a_url_no_output_gave_is_an_invented_value_in_any_call() -> None:
 
     assert configured("Not Set")["tool_calling_precision"] == L
     assert configured("http://mms.carrier.com/mms/wapenc")["tool_calling_precision"] == P
+
+
+def test_an_id_of_another_kind_the_system_rejects_is_imprecision() -> None:
+    def looked_up_status(flight_number: str) -> dict:
+        run = (Run().user("My flight on ABC123 was delayed; I'm ana_1.").call("get_user_details", USER, user_id="ana_1")
+               .call("get_flight_status", f"Error: Flight {flight_number} not found", error=True,
+                     flight_number=flight_number, date="2024-05-14")
+               .say("I could not find that flight."))
+        return values(run.trajectory([], [], success=False))
+
+    assert looked_up_status("ABC123")["tool_calling_precision"] == L  # a reservation code as a flight number
+    assert looked_up_status("XYZ789")["tool_calling_precision"] == L
+    user_as_reservation = (Run().user("I'm ana_1.").call("get_user_details", USER, user_id="ana_1")
+                           .call("get_reservation_details", "Error: Reservation ana_1 not found", error=True, reservation_id="ana_1"))
+    assert values(user_as_reservation.trajectory([], [], success=False))["tool_calling_precision"] == L
+    same_kind = (Run().user("I'm ana_1.").call("get_user_details", USER, user_id="ana_1")
+                 .call("get_reservation_details", "Error: Reservation XYZ789 not found", error=True, reservation_id="XYZ789"))
+    assert values(same_kind.trajectory([], [], success=False))["tool_calling_precision"] == P

@@ -286,6 +286,15 @@ def user_left_early(conversation: Conversation) -> Finding | None:
     return None
 
 
+def _identifier(key: str) -> bool:
+    return key == "id" or key.endswith(("_id", "_ids"))
+
+
+def _kind(key: str) -> str:
+    """The kind of record a key names: reservation_id, reservations -> reservation; flight_number -> flight."""
+    return re.sub(r"(?:_ids?|_numbers?|s)$", "", key)
+
+
 def invented_identifiers(conversation: Conversation, domain: Domain) -> Iterator[Finding]:
     """Arguments that appear nowhere in the conversation before the call: identifiers in writes and
     in look-ups that failed (a guessed id that found its record did no harm), and URLs in any call
@@ -293,11 +302,28 @@ def invented_identifiers(conversation: Conversation, domain: Domain) -> Iterator
     for call in conversation.agent_calls:
         checked = call.error or domain.is_write(call.name)
         for key, value in _leaves(call.arguments):
-            identifier = checked and (key == "id" or key.endswith(("_id", "_ids"))
-                                      or (domain.is_write(call.name) and key == "flight_number"))
+            identifier = checked and (_identifier(key) or (domain.is_write(call.name) and key == "flight_number"))
             if (identifier or _URL.match(str(value))) and str(value).strip() and not conversation.seen(value, call.index):
                 yield Finding("tool_calling_precision", call.index, f"{key}={value!r} appears nowhere before: "
                                                                     f"{render(call.name, call.arguments)}")
+                break
+
+
+def misplaced_identifiers(conversation: Conversation) -> Iterator[Finding]:
+    """Calls the system rejected for an identifier argument holding an id of another kind, as the
+    tool results before it filed that value: a user id as a reservation id, a reservation code as
+    a flight number. Kinds match by name (new_item_ids holds item ids); a value the results hold
+    only at the top level or under a bare "id" has no kind."""
+    for call in conversation.agent_calls:
+        if not (call.error and _ARGUMENT_ERROR.search(str(call.output))):
+            continue
+        for key, value in _leaves(call.arguments):
+            kinds = {_kind(k) for k in conversation.keys_holding(value, call.index)} - {"", "id"}
+            wanted = _kind(key)
+            if ((_identifier(key) or key == "flight_number") and kinds
+                    and not any(wanted.endswith(kind) or kind.endswith(wanted) for kind in kinds)):
+                yield Finding("tool_calling_precision", call.index, f"{key}={value!r} is a {'/'.join(sorted(kinds))} in the "
+                                                                    f"records: {render(call.name, call.arguments)} -> {call.output}")
                 break
 
 

@@ -235,24 +235,28 @@ class Conversation:
         return [(c.result_index, c.output) for c in self.calls if c.result_index is not None and not c.error]
 
     @cached_property
-    def _index(self) -> tuple[dict[str, int], dict[str, list[tuple[int, dict]]]]:
+    def _index(self) -> tuple[dict[str, int], dict[str, list[tuple[int, dict]]], dict[str, list[tuple[int, str]]]]:
         """One walk over the tool results: ({token of a scalar: the index of the first result holding
-        it}, {key: (result index, object) for every object holding that key, outermost first, in order})."""
+        it}, {key: (result index, object) for every object holding that key, outermost first, in
+        order}, {token of a scalar: (result index, the key it sits under; a list's items sit under
+        the list's key)})."""
         first: dict[str, int] = {}
         by_key: dict[str, list[tuple[int, dict]]] = {}
+        under: dict[str, list[tuple[int, str]]] = {}
         for at, output in self._outputs:
-            stack = [output]
+            stack: list[tuple[str, Any]] = [("", output)]
             while stack:
-                value = stack.pop()
+                key, value = stack.pop()
                 if isinstance(value, dict):
-                    for key in value:
-                        by_key.setdefault(key, []).append((at, value))
-                    stack.extend(reversed(value.values()))
+                    for name in value:
+                        by_key.setdefault(name, []).append((at, value))
+                    stack.extend(reversed(value.items()))
                 elif isinstance(value, list):
-                    stack.extend(reversed(value))
+                    stack.extend((key, item) for item in reversed(value))
                 elif value is not None:
                     first.setdefault(_token(value), at)
-        return first, by_key
+                    under.setdefault(_token(value), []).append((at, key))
+        return first, by_key, under
 
     @property
     def _first_seen(self) -> dict[str, int]:
@@ -261,6 +265,10 @@ class Conversation:
     @property
     def _by_key(self) -> dict[str, list[tuple[int, dict]]]:
         return self._index[1]
+
+    def keys_holding(self, value: Any, stop: int | None = None) -> set[str]:
+        """The keys `value` sits under in the tool results before message `stop` ("" at top level)."""
+        return {key for at, key in self._index[2].get(_token(value), ()) if stop is None or at < stop}
 
     def seen_in_outputs(self, value: Any, stop: int | None = None) -> bool:
         """Whether `value` occurs in a tool result before message `stop`."""
