@@ -257,6 +257,16 @@ def test_a_transfer_is_judged_by_whether_the_policy_calls_for_it_not_by_the_user
     assert values(expected)["policy_compliance"] == P  # the task itself calls for the transfer
 
 
+def test_a_required_transfer_never_made_leaves_a_workflows_last_step_undone() -> None:
+    def stopped(domain: str) -> dict[str, LabelValue]:
+        run = Run(domain, policy="").user("My line is suspended.").call("resume_line", {"ok": True}, customer_id="C1", line_id="L1")
+        transfer = {"name": "transfer_to_human_agents", "arguments": {"summary": "x"}}
+        return values(run.say("Your line is active again.").trajectory([transfer], [False], success=False))
+
+    assert stopped("telecom")["policy_compliance"] == L and stopped("telecom")["multi_step_task_completion"] == L
+    assert stopped("airline")["policy_compliance"] == L and stopped("airline")["multi_step_task_completion"] != L
+
+
 def test_the_user_stopping_before_the_agent_could_act_is_the_user_simulators() -> None:
     proposal = looked_up("ABC123").say("Shall I cancel ABC123 for a full refund?")
     gold = [cancel("ABC123")]

@@ -60,7 +60,8 @@ class Gap:
     "attempted" (the same call was made), "deferred" (the user put it off), "data", "argument",
     "refused", "transfer", "not_done"; `finding` the capability finding it gives the agent, or for
     the two GOLD_AT_FAULT kinds what is wrong with the gold; `also` a second finding of the same
-    gap (the wrong record of a "data" gap)."""
+    gap (the wrong record of a "data" gap; in a workflow domain, the escalation step a missing
+    transfer left undone)."""
 
     action: dict[str, Any]
     kind: str
@@ -246,7 +247,9 @@ def gold_gaps(conversation: Conversation, domain: Domain) -> list[Gap]:
             continue
         if name == TRANSFER:
             if not any(c.name == TRANSFER for c in conversation.agent_calls):
-                gaps.append(Gap(action, "transfer", Finding("policy_compliance", None, "the policy required a transfer to a human agent; none was made")))
+                required = "the policy required a transfer to a human agent; none was made"
+                gaps.append(Gap(action, "transfer", Finding("policy_compliance", None, required),  # in a workflow, its last step
+                                Finding("multi_step_task_completion", None, required) if domain.workflow else None))
             continue
         same = [c for c in conversation.agent_calls if c.name == name and record_of(domain, c.arguments) == record_of(domain, arguments)]
         other = [c for c in writes if c.name == name and id(c) not in claimed]
