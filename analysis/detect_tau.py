@@ -40,7 +40,7 @@ from __future__ import annotations
 from tracegym.analysis.detectors import Verdict, evidence
 from tracegym.analysis.policy import checks, domain_for, payments, quotes
 from tracegym.analysis.policy.conversation import Conversation
-from tracegym.analysis.policy.domain import TRANSFER, Domain, Finding
+from tracegym.analysis.policy.domain import GENERIC, TRANSFER, Domain, Finding
 from tracegym.schema import Trajectory
 
 CAPABILITIES = ("structured_data_reasoning", "multi_step_task_completion", "precondition_verification",
@@ -80,6 +80,13 @@ def _operations(conversation: Conversation, domain: Domain) -> int:
     return len(set(gold) | attempted) + len(gold) - len(set(gold))
 
 
+def _acts_alone(conversation: Conversation) -> bool:
+    """A run with no user (a solo run) in which the agent changed state itself: a call named by a
+    state-changing verb (toggle_airplane_mode, reset_apn_settings), which a user would otherwise
+    make on the device. Each such change has conditions to check first."""
+    return not conversation.texts("user") and any(GENERIC.is_write(c.name) for c in conversation.agent_calls)
+
+
 def _needed(conversation: Conversation, domain: Domain) -> dict[str, bool]:
     gold = conversation.gold
     gold_writes = [a for a in gold if a.get("name") != TRANSFER and (domain.is_write(a.get("name", ""))
@@ -93,7 +100,7 @@ def _needed(conversation: Conversation, domain: Domain) -> dict[str, bool]:
         "multi_step_task_completion": bool(gold_writes or agent_writes) if domain.workflow
         else _operations(conversation, domain) >= 2,
         "precondition_verification": domain.preconditions_always or bool(agent_writes) or any(
-            (a.get("requestor") or "assistant") == "assistant" for a in gold_writes),
+            (a.get("requestor") or "assistant") == "assistant" for a in gold_writes) or _acts_alone(conversation),
         "tool_calling_precision": called,
         "policy_compliance": True,
     }

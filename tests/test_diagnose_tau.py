@@ -267,6 +267,18 @@ def test_a_required_transfer_never_made_leaves_a_workflows_last_step_undone() ->
     assert stopped("airline")["policy_compliance"] == L and stopped("airline")["multi_step_task_completion"] != L
 
 
+def test_an_agent_alone_changing_device_state_needs_its_preconditions_checked() -> None:
+    def toggled(with_user: bool) -> LabelValue:
+        run = Run("telecom", policy="")
+        if with_user:
+            run.user("My mobile data does not work.")
+        run.call("check_network_status", {"airplane_mode": True}).call("toggle_airplane_mode", {"airplane_mode": False})
+        return values(run.say("Done.").trajectory([], [], success=True))["precondition_verification"]
+
+    assert toggled(with_user=False) == P  # a solo run: the change is the agent's own
+    assert toggled(with_user=True) == N  # with a user on the line, device tools are no write of the agent
+
+
 def test_the_user_stopping_before_the_agent_could_act_is_the_user_simulators() -> None:
     proposal = looked_up("ABC123").say("Shall I cancel ABC123 for a full refund?")
     gold = [cancel("ABC123")]
