@@ -255,6 +255,10 @@ def test_a_transfer_is_judged_by_whether_the_policy_calls_for_it_not_by_the_user
     expected = (looked_up("ABC123").user("My SIM is locked.").call("transfer_to_human_agents", "Transfer successful", summary="x")
                 .trajectory([{"name": "transfer_to_human_agents", "arguments": {"summary": "x"}}], [True], success=True))
     assert values(expected)["policy_compliance"] == P  # the task itself calls for the transfer
+    flown = (Run().user("Cancel ABC123, please.").call("get_reservation_details", booking("ABC123", date="2024-05-10"),
+                                                        reservation_id="ABC123")
+             .call("transfer_to_human_agents", "Transfer successful", summary="flown").trajectory([cancel("ABC123")], [False]))
+    assert values(flown)["policy_compliance"] == P  # gold cancels a flown reservation: the policy sends it to a human
 
 
 def test_a_required_transfer_never_made_leaves_a_workflows_last_step_undone() -> None:

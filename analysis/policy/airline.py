@@ -42,7 +42,8 @@ def _cancellation(conversation: Conversation, name: str, arguments: dict, before
     refused = record and cancellation_refused(conversation, record, before)
     if refused:
         text, was_flown = refused
-        yield Finding("policy_compliance", before, text + (" (policy: the agent cannot help, transfer)" if was_flown else ""))
+        yield Finding("policy_compliance", before, text + (" (policy: the agent cannot help, transfer)" if was_flown else ""),
+                      transfers=was_flown)
         if was_flown and (gone := flown_unnoticed(conversation, record, before)):
             yield unflown_reading(record, gone, before)
         if not _told_no_refund(conversation, record.get("reservation_id"), before):

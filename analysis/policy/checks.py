@@ -214,7 +214,7 @@ def gold_violations(conversation: Conversation, domain: Domain, action: dict[str
     prior = gold[:next((i for i, a in enumerate(gold) if a is action), len(gold))]
     found = domain.check_action(conversation.after(prior), action.get("name", ""), action.get("arguments") or {},
                                 len(conversation.messages))
-    return [Finding(f.capability, None, f.text) for f in found if f.capability in GOLD_RULES]
+    return [Finding(f.capability, None, f.text, transfers=f.transfers) for f in found if f.capability in GOLD_RULES]
 
 
 def gold_gaps(conversation: Conversation, domain: Domain) -> list[Gap]:
@@ -435,11 +435,14 @@ def transfers(conversation: Conversation, domain: Domain, gaps: list[Gap]) -> It
     left undone (`gaps`: every gap, also those a misreading is blamed for). The airline and retail
     policies transfer "if and only if the request cannot be handled within the scope of your
     actions": with no gold transfer, a transfer is not called for, even when the user asks for a
-    human after a refusal the policy required (labels/transfer_amendment.md). In a workflow domain
+    human after a refusal the policy required (labels/transfer_amendment.md), unless a gold action
+    breaks a rule that sends the request to a human (a cancellation after a flight was flown). In a
+    workflow domain
     the procedure itself ends in a transfer once its steps are exhausted ("try all the relevant
     resolution steps before transferring"), so there only the work left undone counts."""
     left = [g for g in gaps if g.kind in ("not_done", "refused", "argument", "data")]
-    expected = domain.workflow or any(a["name"] == TRANSFER for a in conversation.gold)
+    expected = domain.workflow or any(a["name"] == TRANSFER for a in conversation.gold) or any(
+        g.kind == "breaks_policy" and g.finding is not None and g.finding.transfers for g in gaps)
     for call in conversation.agent_calls:
         if call.name != TRANSFER:
             continue

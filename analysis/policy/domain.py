@@ -30,13 +30,15 @@ class Finding:
     was not (a request never carried out, though it was the only one); `misled`: a misreading of the
     state shown that made the agent believe no work was left, so the steps it then left undone are
     owed to the misreading (counted once, under its capability); a transfer made before those
-    steps is still one the policy does not call for."""
+    steps is still one the policy does not call for. `transfers`: the rule broken sends the request
+    to a human agent (an airline reservation with a flown flight: "the agent cannot help")."""
 
     capability: str
     index: int | None
     text: str
     shows_need: bool = False
     misled: bool = False
+    transfers: bool = False
 
 
 @dataclass(frozen=True)
