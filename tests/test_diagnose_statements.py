@@ -79,6 +79,8 @@ def test_a_cancellation_without_a_refund_is_no_option_the_policy_has() -> None:
 def test_offers_the_policy_forbids_are_policy_compliance() -> None:
     assert said("I can upgrade only the outbound flight to business for $120.")["policy_compliance"] == L
     assert said("Upgrading only the outbound flight to business is not possible.")["policy_compliance"] == P
+    assert said("If you upgrade only the outgoing flight to business class, the cost will be $152. Proceed?")["policy_compliance"] == L
+    assert said("If you upgrade only the outgoing flight to business class, that is not allowed.")["policy_compliance"] == P
     assert said("Good news: your travel insurance covers the fare difference.")["policy_compliance"] == L
     assert said("Travel insurance only covers cancellations for health or weather reasons.")["policy_compliance"] == P
     partial = "Upgrade ABC123 to business for the outgoing flight only, please."

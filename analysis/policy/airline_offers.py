@@ -3,7 +3,7 @@ promises and claims the policy does not support are findings even when no write 
 
 - policy compliance: compensation offered to a user the policy gives none, or before the user
   asked for any; a cabin change offered for some flights or passengers of a reservation only (or
-  priced when the user asked for one, instead of declined); a
+  priced, even as a condition, or priced when the user asked for one, instead of declined); a
   benefit of travel insurance the policy does not give (it refunds a cancellation for health or
   weather reasons, nothing else); a refund promised for a cancellation the policy forbids; a
   cancellation without a refund offered (the policy has none);
@@ -21,7 +21,7 @@ from typing import Iterator
 
 from tracegym.analysis.policy.airline_records import (cancellation_refused, flown_unnoticed, may_compensate, reservation,
                                                       reservations, unflown_reading, user)
-from tracegym.analysis.policy.conversation import Conversation, assertions, listed, mentions, negated
+from tracegym.analysis.policy.conversation import Conversation, assertions, listed, mentions, negated, sentences
 from tracegym.analysis.policy.domain import ConversationRule, Finding
 
 _MEMBER_CLAIM = re.compile(r"\b(?:you(?:'re| are)|your|as an?)\s+(?:a\s+)?(gold|silver|regular)\s+(?:member|membership|status|tier)",
@@ -92,6 +92,11 @@ def _partial_cabin_offers(conversation: Conversation) -> Iterator[Finding]:
     for index, text, clause in _claims(conversation, _PARTIAL_WORDS, _PARTIAL_CABIN, _REQUIRES):
         yield Finding("policy_compliance", index, f"offers a cabin change for part of a reservation: {clause!r}")
         return
+    for index, text in conversation.texts("assistant"):  # priced, even as a condition ("if you upgrade only ..., it costs $152")
+        priced = [s for s in sentences(text) if "$" in s and _PARTIAL_CABIN.search(s) and not _DECLINES.search(s) and not negated(s)]
+        if priced:
+            yield Finding("policy_compliance", index, f"prices a cabin change for part of a reservation: {priced[0]!r}")
+            return
     for asked, request in conversation.texts("user"):
         if any(word in request.lower() for word in _PARTIAL_WORDS) and _PARTIAL_CABIN.search(request):
             reply = next(iter(conversation.texts("assistant", asked + 1)), None)
