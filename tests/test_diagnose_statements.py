@@ -127,6 +127,20 @@ def test_a_delay_certificate_needs_a_changed_or_cancelled_reservation() -> None:
     assert certificate(cancel_first=False) == L and certificate(cancel_first=True) == P
 
 
+def test_a_certificate_after_statuses_showing_no_disruption_confirms_no_facts() -> None:
+    silver = {**USER, "membership": "silver"}
+
+    def certificate(status: str) -> LabelValue:
+        run = (Run().user("My flight HAT001 was delayed. Can I get compensation?")
+               .call("get_user_details", silver, user_id="ana_1")
+               .call("get_reservation_details", booking("ABC123"), reservation_id="ABC123")
+               .call("get_flight_status", status, flight_number="HAT001", date="2024-05-20")
+               .call("send_certificate", "Certificate sent", user_id="ana_1", amount=50))
+        return values(run.trajectory([], [], success=True))["precondition_verification"]
+
+    assert certificate("available") == L and certificate("delayed") == P
+
+
 def test_steps_left_after_a_misread_status_are_owed_to_the_misreading_the_early_transfer_is_not() -> None:
     """A telecom agent that reads the fault and calls it fine leaves the fix undone and transfers
     believing the guide exhausted: a data-reasoning failure, not also a dropped step; the transfer

@@ -177,10 +177,17 @@ def _passenger_birthdates(conversation: Conversation, name: str, arguments: dict
 
 
 def _certificate(conversation: Conversation, name: str, arguments: dict, before: int) -> Iterator[Finding]:
+    """The facts confirmed first: a reservation read, and where the agent checked flight statuses,
+    one of them delayed or cancelled (a certificate after "available" or "on time" confirms nothing)."""
     profile, read = user(conversation, before, arguments.get("user_id")), reservations(conversation, before)
+    statuses = [str(c.output).strip().lower() for c in conversation.agent_calls
+                if c.name == "get_flight_status" and not c.error and c.index < before]
     if not read:
         yield Finding("precondition_verification", before, f"send_certificate({arguments.get('amount')}): no reservation "
                                                            "was read to confirm the facts")
+    elif statuses and not any(s in ("delayed", "cancelled") for s in statuses):
+        yield Finding("precondition_verification", before, f"send_certificate({arguments.get('amount')}): every flight status "
+                                                           f"checked shows no disruption ({', '.join(statuses)})")
     elif profile is not None and not may_compensate(profile, read):
         yield Finding("policy_compliance", before, f"send_certificate({arguments.get('amount')}): a regular member with no "
                                                    "insurance flying (basic) economy gets no compensation")
