@@ -10,8 +10,11 @@ diagnosed with it. In order:
   policy excludes, a date of birth the profile contradicts), or is one the benchmark corrected in
   a later task set, or the agent did what the corrected set expects (`policy.corrections`, keyed
   by the action's content, so a run graded on the corrected set is not blamed); the gold was
-  checked, not trusted. A gold action that breaks the policy outranks the user simulator's early
-  stop below (the run could not have passed anyway); a merely corrected one does not;
+  checked, not trusted. A gold action that breaks the policy blames the benchmark only where the
+  agent made no error of its own at a message other than policy compliance (misread data, an
+  imprecise call, an unverified write, a dropped step: then it did not behave correctly either);
+  it outranks the user simulator's early stop below (the run could not have passed anyway); a
+  merely corrected one does not;
 - user simulator: the run ended with `user_error`; or the simulated user's stop token ended the
   run before the agent could act (as its first words, with a yes to the agent's proposal, or
   alone while the agent awaited an answer; a closing "anything else?" awaits none); or every
@@ -32,8 +35,10 @@ from pydantic import BaseModel
 
 from tracegym.analysis.catalogue import benchmark_family
 from tracegym.analysis.detectors import evidence, render
+from tracegym.analysis import detect_tau
 from tracegym.analysis.policy import checks, corrections, domain_for
 from tracegym.analysis.policy.conversation import Conversation
+from tracegym.analysis.policy.domain import Domain, Finding
 from tracegym.schema import Evidence, Trajectory
 
 Source = Literal["agent", "user_simulator", "benchmark"]
@@ -60,6 +65,14 @@ def _gold_at_fault(trajectory_id: str, reason: str, gap: checks.Gap) -> FailureS
         None, f"{gap.finding.text}; gold {render(action.get('name', ''), action.get('arguments') or {})}"))
 
 
+def _own_errors(conversation: Conversation, domain: Domain) -> list[Finding]:
+    """The agent's own errors at a message, other than policy compliance (whose rule may be the one
+    the gold gets wrong): misread data, imprecise calls, unverified writes, steps dropped. An agent
+    that made them did not behave correctly, so a wrong gold does not make the failure the
+    benchmark's."""
+    return [f for f in detect_tau.findings(conversation, domain) if f.index is not None and f.capability != "policy_compliance"]
+
+
 def attribute(trajectory: Trajectory) -> FailureSource:
     """The source of one failed trajectory's failure."""
     tid, last = trajectory.id, len(trajectory.messages) - 1 if trajectory.messages else None
@@ -75,7 +88,7 @@ def attribute(trajectory: Trajectory) -> FailureSource:
         return FailureSource(trajectory_id=tid, source="agent", reason="the agent made a write the policy forbids",
                              evidence=evidence(own[0].index, own[0].text))
     broken = [g for g in gaps if g.kind == "breaks_policy"]
-    if broken:
+    if broken and not _own_errors(conversation, domain):
         return _gold_at_fault(tid, "gold action breaks the policy", broken[0])
     if (left := checks.user_left_early(conversation)) is not None:
         return _deterministic(tid, "user_simulator", "the user simulator stopped before the agent could act",

@@ -242,6 +242,13 @@ def test_gold_that_breaks_the_policy_blames_the_benchmark_not_the_compliant_agen
                  .call("cancel_reservation", booking("ABC123", **old), reservation_id="ABC123"))
     own = attribute(forbidden.trajectory([cancel("XYZ789")], [False]))  # the gold breaks the policy, and so did the agent
     assert own.source == "agent" and "forbids" in own.reason and "ABC123" in own.evidence.quote
+    misread = (Run().user("cancel ABC123, plans changed").call("get_user_details", USER, user_id="ana_1")
+               .call("get_reservation_details", booking("ABC123", **old), reservation_id="ABC123")
+               .call("get_reservation_details", "Error: Reservation ana_1 not found", error=True, reservation_id="ana_1")
+               .say("ABC123 was booked over 24 hours ago in economy without insurance, so the policy does not allow a refund.")
+               .user("Fine. ###STOP###"))
+    erred = attribute(misread.trajectory([cancel("ABC123")], [False]))  # the gold is wrong, but the agent erred on its own
+    assert erred.source == "agent"
 
 
 def test_a_transfer_is_judged_by_whether_the_policy_calls_for_it_not_by_the_users_request() -> None:
