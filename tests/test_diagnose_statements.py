@@ -58,6 +58,21 @@ def said(text: str, user: str = "I want to cancel ABC123, my plans changed.", **
     return values(run.trajectory([], [], success=True))
 
 
+def test_a_difference_taken_from_the_amount_paid_instead_of_the_fare_is_data_reasoning() -> None:
+    """ABC123's fare is $200; $230 was paid (insurance on top)."""
+    record = {**booking("ABC123", insurance="yes"), "payment_history": [{"payment_id": "credit_card_1", "amount": 230}]}
+
+    def stated(text: str) -> LabelValue:
+        run = (Run().user("Upgrade ABC123 to business, please.").call("get_user_details", USER, user_id="ana_1")
+               .call("get_reservation_details", record, reservation_id="ABC123").say(text))
+        return values(run.trajectory([], [], success=True))["structured_data_reasoning"]
+
+    assert stated("Business is $500. Fare difference: $500 - $230 = $270.") == L
+    assert stated('{"new_fare_total": 500,\n "estimated_additional_collection": 270}') == L
+    assert stated("Business is $500. Fare difference: $500 - $200 = $300.") == P
+    assert stated("Total paid: $500 ($230 original + $270 upgrade).") == P  # a sum of payments, not a difference
+
+
 def test_a_refund_the_policy_does_not_grant_promised_is_policy_compliance() -> None:
     assert said("As a silver member, you are eligible for a full refund for ABC123.", **OLD)["policy_compliance"] == L
     assert said("ABC123 is not eligible for a refund: it was booked over 24 hours ago.", **OLD)["policy_compliance"] == P

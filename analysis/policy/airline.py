@@ -261,7 +261,9 @@ DOMAIN = Domain(
     ),
     conversation_rules=(*airline_offers.RULES, procedures.RULE,
                         ConversationRule("Seat availability and prices are listed for each cabin class.",
-                                         airline_fares.cheapest_claims)),
+                                         airline_fares.cheapest_claims),
+                        ConversationRule("If the price after cabin change is higher than the original price, the user is "
+                                         "required to pay for the difference.", airline_fares.paid_as_fare)),
     derived=frozenset({"flights", "nonfree_baggages", "amount", "payment_methods"}),
     preconditions_always=True,
 )

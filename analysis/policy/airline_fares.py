@@ -1,4 +1,4 @@
-"""Airline fares the agent calls the cheapest, checked against the flight searches it read.
+"""Airline fares the agent states, checked against the flight searches and reservations it read.
 
 An option is one flight of a direct search or one connection of a one-stop search; its fare in a
 cabin is the sum of its flights' prices there, and it counts only where every flight has a seat in
@@ -7,6 +7,12 @@ one option by its flight numbers and names the cabin, while a search of the same
 read before it lists a cheaper option with seats, misread the data (structured data reasoning).
 A user who set a time or stop condition may have ruled the cheaper option out, so such runs are
 left alone.
+
+A price difference is between fares: an agent message that states, on a line about a difference,
+an upgrade or an additional charge (and no sum: "$161 + $209 upgrade" adds payments up), an amount
+equal to another amount it states minus what a reservation it read was paid, where that payment is not the reservation's fare (insurance
+or bags were paid on top), computed the difference from the wrong basis (structured data
+reasoning).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
+from tracegym.analysis.policy.airline_records import reservations
 from tracegym.analysis.policy.conversation import Conversation, assertions, dicts, listed, mentions
 from tracegym.analysis.policy.domain import Finding
 
@@ -26,6 +33,9 @@ _CABINS = (("basic_economy", re.compile(r"\bbasic economy\b", re.IGNORECASE)),
 _CONDITIONS = re.compile(r"\b\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)|\b(?:morning|afternoon|evening|night|noon|nonstop|"
                          r"non-stop|direct|layover|connection|o'clock)\b", re.IGNORECASE)
 
+_DIFFERENCE = re.compile(r"difference|upgrad|additional", re.IGNORECASE)  # also inside JSON keys: estimated_additional_collection
+_AMOUNT = re.compile(r"(?<![\w.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?!\w|,\d)")  # 1,746 / 725 / 12.50
+_PRICED = re.compile(r"(?:\$\s?|:\s*\**\$?)(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?!\w|,\d)")  # "$1,113", '"collection": 192'
 Option = tuple[tuple[str, ...], tuple[Any, ...], list[dict]]  # flight numbers, the search's route and date, flights
 
 
@@ -76,3 +86,35 @@ def cheapest_claims(conversation: Conversation) -> Iterator[Finding]:
             yield Finding("structured_data_reasoning", index, f"calls {'+'.join(numbers)} (${fare:g} in {cabin}) the cheapest, "
                                                               f"but the search read lists {'+'.join(which)} at ${cheaper:g}")
             return
+
+
+def _paid_and_fare(record: dict) -> tuple[float, float] | None:
+    """(amount paid, fare: flight prices × passengers) of a reservation record; None if unreadable."""
+    payments = [p.get("amount") for p in dicts(record.get("payment_history"))]
+    prices = [f.get("price") for f in dicts(record.get("flights"))]
+    passengers = len(listed(record.get("passengers")))
+    if not payments or not prices or not passengers or not all(isinstance(v, (int, float)) for v in payments + prices):
+        return None
+    return float(sum(payments)), float(sum(prices) * passengers)
+
+
+def paid_as_fare(conversation: Conversation) -> Iterator[Finding]:
+    """A price difference stated as a new amount minus what a reservation was paid, where the payment
+    included more than the fare."""
+    for index, text in conversation.texts("assistant"):
+        if not _DIFFERENCE.search(text):
+            continue
+        amounts = {float(m.replace(",", "")) for m in _AMOUNT.findall(text)}
+        stated = {float(m.replace(",", "")) for line in text.splitlines()
+                  if _DIFFERENCE.search(line) and "+" not in line for m in _PRICED.findall(line)}
+        for record in reservations(conversation, index):
+            basis = _paid_and_fare(record)
+            if basis is None or basis[0] <= 0 or abs(basis[0] - basis[1]) < 0.01:
+                continue
+            paid, fare = basis
+            wrong = sorted((new, new - paid) for new in amounts if new - paid > 0 and new - paid in stated and new - fare not in amounts)
+            if wrong:
+                new, difference = wrong[-1]
+                yield Finding("structured_data_reasoning", index, f"difference ${difference:g} = ${new:g} − ${paid:g}, what "
+                                                                  f"{record.get('reservation_id')} was paid; its fare is ${fare:g}")
+                return
