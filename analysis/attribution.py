@@ -33,9 +33,9 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from tracegym.analysis import detect_tau
 from tracegym.analysis.catalogue import benchmark_family
 from tracegym.analysis.detectors import evidence, render
-from tracegym.analysis import detect_tau
 from tracegym.analysis.policy import checks, corrections, domain_for
 from tracegym.analysis.policy.conversation import Conversation
 from tracegym.analysis.policy.domain import Domain, Finding

@@ -7,15 +7,18 @@ domains) turns what the conversation established into findings, each naming a ca
   device setting called fine while the status read shows the fault, a data allowance exceeded and
   never acted on, a charge or refund stated that the write made did not (`policy.quotes`), a
   payment the system refused because it did not add up to the total, a fare called the cheapest
-  while the search read lists a cheaper one (`policy.airline_fares`);
+  while the search read lists a cheaper one or a price difference taken from the amount paid
+  (`policy.airline_fares`), a reservation acted on as upcoming after its flight was flown;
 - multi_step_task_completion: a requested step never carried out (not one the user put off, not
   one the agent refused or misread, nor any left after a misreading of the state that made the
-  agent believe the work done: those are the other capabilities'), a run ended by a step limit;
+  agent believe the work done: those are the other capabilities'), a run ended by a step limit, in a
+  workflow domain the transfer its procedure required never made;
 - precondition_verification: a write without the user's explicit yes to its details where the
   policy requires one, a write to a record never read, a write whose policy conditions failed
   (unless the agent had told the user they failed), a write the system refused for its state;
-- tool_calling_precision: wrong or invented arguments, a payment that did not add up, a call
-  written out as text instead of made, failed writes never redone (the same correct call repeated is none: a loop that ends the run is
+- tool_calling_precision: wrong or invented arguments (an id of another kind the system rejected, a
+  URL no output gave), a payment that did not add up, a call written out as text instead of made,
+  failed writes never redone (the same correct call repeated is none: a loop that ends the run is
   multi-step completion's, by its termination);
 - policy_compliance: a write or offer the policy forbids (what the agent says counts: a refund
   promised, a benefit invented, `policy.airline_offers`; a procedure no tool provides, such as a
@@ -28,7 +31,8 @@ multi-step completion when the task involves fewer than two distinct writes (the
 agent's attempts, by tool and record, and each further gold write on a record the gold already
 writes: one request with at most one write; in a workflow domain, telecom, when no step on either
 side was needed or made) unless a request was left undone all the same, precondition verification
-when neither gold nor agent writes (in domains whose requests need not involve one), tool-calling
+when neither gold nor agent writes (in domains whose requests need not involve one; in a run with
+no user, an agent changing device state itself writes), tool-calling
 precision when the agent neither called a tool nor had one to call (judged from the task, so a
 run the user ended at once is not excused), data reasoning then too and when all the task's work
 is the user's (gold actions only on the user's device) unless the agent misread data all the

@@ -437,9 +437,8 @@ def transfers(conversation: Conversation, domain: Domain, gaps: list[Gap]) -> It
     actions": with no gold transfer, a transfer is not called for, even when the user asks for a
     human after a refusal the policy required (labels/transfer_amendment.md), unless a gold action
     breaks a rule that sends the request to a human (a cancellation after a flight was flown). In a
-    workflow domain
-    the procedure itself ends in a transfer once its steps are exhausted ("try all the relevant
-    resolution steps before transferring"), so there only the work left undone counts."""
+    workflow domain the procedure itself ends in a transfer once its steps are exhausted ("try all
+    the relevant resolution steps before transferring"), so there only the work left undone counts."""
     left = [g for g in gaps if g.kind in ("not_done", "refused", "argument", "data")]
     expected = domain.workflow or any(a["name"] == TRANSFER for a in conversation.gold) or any(
         g.kind == "breaks_policy" and g.finding is not None and g.finding.transfers for g in gaps)
