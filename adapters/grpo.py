@@ -15,7 +15,8 @@ One step: take `groups_per_step` training seeds; roll out `group_size` episodes 
 round(hint_fraction · group_size) hinted; turn t of rollout r of seed s samples with
 sampling_seed(seed, step, s, r, t), independent of what else is in the batch); drop flat groups
 (rewards all equal: no advantage) and, up to `max_redraws` extra rounds, roll out as many fresh
-training seeds in their place (the log records flat and redrawn groups); compute per-token
+training seeds in their place (the log records flat and redrawn groups, and the reward of every
+rollout drawn, redrawn ones included); compute per-token
 advantages; then up to `mini_batches` AdamW steps on the clipped surrogate, each on whole groups
 (group g in step g mod mini_batches: a group's outcome advantages, which sum to zero, are never
 split across steps), token-mean over the step's sampled tokens. Each group is trained on its
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import random
 import time
 from pathlib import Path
@@ -122,7 +124,7 @@ class GRPOTrainer:
         return self._draw_seeds(self.config.groups_per_step // self.accelerator.num_processes)
 
     def _varied_rollouts(self, seeds: list[int]) -> tuple[list[Episode], list[Episode], int]:
-        """(episodes of `seeds`, the kept episodes, groups redrawn): flat groups of `seeds` replaced
+        """(every episode drawn, the kept episodes, groups redrawn): flat groups of `seeds` replaced
         by groups of fresh seeds, up to `max_redraws` rounds (every process joins each round)."""
         size, acc = self.config.group_size, self.accelerator
         episodes = self.rollouts(seeds)
@@ -135,7 +137,9 @@ class GRPOTrainer:
                 break
             fresh = self._draw_seeds(most)[:missing]
             if fresh:
-                kept += [e for group in varied_groups(self.rollouts(fresh), size) for e in group]
+                extra = self.rollouts(fresh)
+                episodes += extra
+                kept += [e for group in varied_groups(extra, size) for e in group]
                 redrawn += len(fresh)
         return episodes, kept, redrawn
 
@@ -243,6 +247,17 @@ class GRPOTrainer:
             "optimizer_steps": len(parts),
         }
 
+    def _reward_stats(self, episodes: list[Episode]) -> tuple[float, float, float | None]:
+        """(mean, population std, mean over unhinted episodes; None without any) of the rewards of
+        every process's `episodes` (processes may hold different numbers after redraws)."""
+        acc, rewards = self.accelerator, [e.reward for e in episodes]
+        unhinted = [e.reward for e in episodes if not e.hinted]
+        sums = [len(rewards), sum(rewards), sum(r * r for r in rewards), len(unhinted), sum(unhinted)]
+        n, total, squares, n_unhinted, unhinted_total = acc.gather(
+            torch.tensor([sums], dtype=torch.float64, device=acc.device)).reshape(-1, 5).sum(0).tolist()
+        mean = total / n
+        return mean, math.sqrt(max(squares / n - mean * mean, 0.0)), unhinted_total / n_unhinted if n_unhinted else None
+
     def train_step(self) -> dict[str, Any]:
         """One GRPO step; returns its log record."""
         started = time.perf_counter()
@@ -251,14 +266,13 @@ class GRPOTrainer:
         episodes, kept, redrawn = self._varied_rollouts(seeds)
         groups = acc.gather(torch.tensor(
             [len(kept) // self.config.group_size, redrawn, len(seeds) + redrawn], device=acc.device)).reshape(-1, 3).sum(0)
-        rewards = acc.gather(torch.tensor([e.reward for e in episodes], dtype=torch.float64, device=acc.device)).cpu()
-        plain = acc.gather(torch.tensor([e.reward for e in episodes if not e.hinted] or [float("nan")], dtype=torch.float64, device=acc.device)).cpu()
+        reward_mean, reward_std, unhinted_mean = self._reward_stats(episodes)
         kept_groups, redrawn_groups, drawn_groups = (int(n) for n in groups)
         record: dict[str, Any] = {
             "step": self.step + 1,
-            "reward_mean": rewards.mean().item(),
-            "reward_std": rewards.std(unbiased=False).item(),
-            "reward_unhinted_mean": plain[~plain.isnan()].mean().item() if (~plain.isnan()).any() else None,
+            "reward_mean": reward_mean,
+            "reward_std": reward_std,
+            "reward_unhinted_mean": unhinted_mean,
             "groups": self.config.groups_per_step,
             "kept_groups": kept_groups,
             "redrawn_groups": redrawn_groups,

@@ -82,6 +82,7 @@ def test_flat_groups_are_replaced_by_fresh_seeds_up_to_the_bound(tmp_path):
     assert drawn == [[1], [2]], "one flat group, replaced once by the next training seed, then no more draws"
     assert (record["flat_groups"], record["redrawn_groups"], record["kept_groups"], record["rollouts"]) == (1, 1, 1, 8)
     assert record["optimizer_steps"] == 1 and record["loss"] is not None
+    assert record["reward_mean"] != 0.5, "the logged reward covers the redrawn group too, not only the flat one"
 
     flat = _trainer(tmp_path / "flat", env=FlatEnv, max_new_tokens=64, max_redraws=2)
     record = flat.train_step()
