@@ -34,8 +34,9 @@ _CONDITIONS = re.compile(r"\b\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)|\b(?:m
                          r"non-stop|direct|layover|connection|o'clock)\b", re.IGNORECASE)
 
 _DIFFERENCE = re.compile(r"difference|upgrad|additional", re.IGNORECASE)  # also inside JSON keys: estimated_additional_collection
-_AMOUNT = re.compile(r"(?<![\w.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?!\w|,\d)")  # 1,746 / 725 / 12.50
-_PRICED = re.compile(r"(?:\$\s?|:\s*\**\$?)(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?!\w|,\d)")  # "$1,113", '"collection": 192'
+_NUMBER = r"((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)(?!\w|,\d)"  # 1,746 / 725 / 12.50
+_AMOUNT = re.compile(r"(?<![\w.,])" + _NUMBER)
+_PRICED = re.compile(r"(?:\$\s?|:\s*\**\$?)" + _NUMBER)  # "$1,113", '"collection": 192'
 Option = tuple[tuple[str, ...], tuple[Any, ...], list[dict]]  # flight numbers, the search's route and date, flights
 
 
@@ -88,6 +89,10 @@ def cheapest_claims(conversation: Conversation) -> Iterator[Finding]:
             return
 
 
+def _amounts(pattern: re.Pattern, text: str) -> set[float]:
+    return {float(m.replace(",", "")) for m in pattern.findall(text)}
+
+
 def _paid_and_fare(record: dict) -> tuple[float, float] | None:
     """(amount paid, fare: flight prices × passengers) of a reservation record; None if unreadable."""
     payments = [p.get("amount") for p in dicts(record.get("payment_history"))]
@@ -104,9 +109,8 @@ def paid_as_fare(conversation: Conversation) -> Iterator[Finding]:
     for index, text in conversation.texts("assistant"):
         if not _DIFFERENCE.search(text):
             continue
-        amounts = {float(m.replace(",", "")) for m in _AMOUNT.findall(text)}
-        stated = {float(m.replace(",", "")) for line in text.splitlines()
-                  if _DIFFERENCE.search(line) and "+" not in line for m in _PRICED.findall(line)}
+        amounts = _amounts(_AMOUNT, text)
+        stated = set().union(*(_amounts(_PRICED, line) for line in text.splitlines() if _DIFFERENCE.search(line) and "+" not in line))
         for record in reservations(conversation, index):
             basis = _paid_and_fare(record)
             if basis is None or basis[0] <= 0 or abs(basis[0] - basis[1]) < 0.01:

@@ -235,12 +235,10 @@ class Conversation:
         return [(c.result_index, c.output) for c in self.calls if c.result_index is not None and not c.error]
 
     @cached_property
-    def _index(self) -> tuple[dict[str, int], dict[str, list[tuple[int, dict]]], dict[str, list[tuple[int, str]]]]:
-        """One walk over the tool results: ({token of a scalar: the index of the first result holding
-        it}, {key: (result index, object) for every object holding that key, outermost first, in
-        order}, {token of a scalar: (result index, the key it sits under; a list's items sit under
-        the list's key)})."""
-        first: dict[str, int] = {}
+    def _index(self) -> tuple[dict[str, list[tuple[int, dict]]], dict[str, list[tuple[int, str]]]]:
+        """One walk over the tool results: ({key: (result index, object) for every object holding that
+        key, outermost first, in order}, {token of a scalar: (result index, the key it sits under; a
+        list's items sit under the list's key), in order})."""
         by_key: dict[str, list[tuple[int, dict]]] = {}
         under: dict[str, list[tuple[int, str]]] = {}
         for at, output in self._outputs:
@@ -254,26 +252,25 @@ class Conversation:
                 elif isinstance(value, list):
                     stack.extend((key, item) for item in reversed(value))
                 elif value is not None:
-                    first.setdefault(_token(value), at)
                     under.setdefault(_token(value), []).append((at, key))
-        return first, by_key, under
-
-    @property
-    def _first_seen(self) -> dict[str, int]:
-        return self._index[0]
+        return by_key, under
 
     @property
     def _by_key(self) -> dict[str, list[tuple[int, dict]]]:
+        return self._index[0]
+
+    @property
+    def _under(self) -> dict[str, list[tuple[int, str]]]:
         return self._index[1]
 
     def keys_holding(self, value: Any, stop: int | None = None) -> set[str]:
         """The keys `value` sits under in the tool results before message `stop` ("" at top level)."""
-        return {key for at, key in self._index[2].get(_token(value), ()) if stop is None or at < stop}
+        return {key for at, key in self._under.get(_token(value), ()) if stop is None or at < stop}
 
     def seen_in_outputs(self, value: Any, stop: int | None = None) -> bool:
         """Whether `value` occurs in a tool result before message `stop`."""
-        at = self._first_seen.get(_token(value))
-        return bool(_token(value)) and at is not None and (stop is None or at < stop)
+        found = self._under.get(_token(value))
+        return bool(_token(value)) and bool(found) and (stop is None or found[0][0] < stop)
 
     def seen(self, value: Any, stop: int) -> bool:
         """Whether `value` occurs anywhere in the conversation before message `stop`."""

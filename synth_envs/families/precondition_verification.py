@@ -11,10 +11,10 @@ decision earns 0.75 if every record it depends on was checked before it (before 
 refusal, the record that shows the broken rule) + 0.25 for the verdict ("DONE" after the write;
 the refusal is its own verdict). So a decision made unchecked earns 0.25: neither a blanket
 refusal, nor "read, then refuse", nor "write, then refuse", nor "write at once, then DONE" pays
-more than a quarter of the share of episodes it happens to get right. Knobs:
-orders of the customer, share of forbidden requests, conditions per request (1-3). The prompt
-states only the rules and offers only the tools of the requests the knobs allow (at 1 condition:
-R1, get_order, cancel_order).
+more than a quarter of the share of episodes it happens to get right. Knobs: orders of the
+customer, share of forbidden requests, conditions per request (1-3). The prompt states only the
+rules and offers only the tools of the requests the knobs allow (at 1 condition: R1, get_order,
+cancel_order).
 """
 
 from __future__ import annotations
