@@ -17,6 +17,7 @@ Writes result.json and curves.png (training reward per step).
 
     python benchmarks/learning.py [--out DIR] [--families F1,F2] [--steps N] [--seeds N] [--heldout N]
                                   [--sampled N] [--groups N] [--redraws N] [--lr LR] [--warm-lr LR]
+                                  [--warm-start FAMILY=DIALOGUESxSTEPS ...]
     python benchmarks/learning.py --out DIR --only grpo:2   # one run only, e.g. in a second process
     python benchmarks/learning.py --jobs 2   # each family's runs in two processes (two cores)
     python benchmarks/learning.py --quick    # seconds: the tiny random model, 2 steps, 1 seed
@@ -50,9 +51,9 @@ from tracegym.schema import EnvSpec
 from tracegym.synth_envs.registry import get_family
 
 CREDITS = ("trace", "grpo")
-# (oracle dialogues, SFT steps) of each family's warm start: the shortest size probed whose mean reward
-# at the training temperature lies in the calibration band (the probes are in the README, "Learning");
-# QUICK and unlisted families use WARM_START_DEFAULT.
+# (oracle dialogues, SFT steps) of each family's warm start (`--warm-start FAMILY=DxS` overrides), chosen
+# with benchmarks/warm_start_probe.py (the probes and why precondition_verification's lies below the
+# band are in the README, "Learning"); QUICK and unlisted families use WARM_START_DEFAULT.
 WARM_START: dict[str, tuple[int, int]] = {"precondition_verification": (8, 4), "error_recovery": (6, 3)}
 WARM_START_DEFAULT = (2, 1)
 FULL: dict[str, Any] = dict(model=DEFAULT_MODEL, steps=GRPOConfig.steps, groups=1, group_size=8, micro_batch=2, heldout=32,
@@ -64,6 +65,25 @@ FAMILIES = "precondition_verification,error_recovery"
 SETTING_FLAGS = ("steps", "seeds", "heldout", "sampled", "groups", "redraws", "lr")  # command-line overrides of FULL / QUICK
 
 
+def warm_start_size(text: str) -> tuple[int, int]:
+    """'8x6' -> (8 oracle dialogues, 6 SFT steps)."""
+    try:
+        dialogues, steps = (int(part) for part in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a warm-start size is DIALOGUESxSTEPS, e.g. 8x6; got {text!r}") from None
+    if dialogues < 1 or steps < 1:
+        raise argparse.ArgumentTypeError(f"a warm start needs at least 1 dialogue and 1 step; got {text!r}")
+    return dialogues, steps
+
+
+def family_warm_start(text: str) -> tuple[str, tuple[int, int]]:
+    """'precondition_verification=8x6' -> the family and its warm-start size."""
+    family, _, size = text.partition("=")
+    if not family or not size:
+        raise argparse.ArgumentTypeError(f"expected FAMILY=DIALOGUESxSTEPS, e.g. precondition_verification=8x6; got {text!r}")
+    return family, warm_start_size(size)
+
+
 def easiest_spec(family: str) -> EnvSpec:
     """The family at the first rung of its difficulty ladder (its defaults if it has none)."""
     ladder = get_family(family).ladder
@@ -73,10 +93,15 @@ def easiest_spec(family: str) -> EnvSpec:
 def warm_started(spec: EnvSpec, settings: dict[str, Any], lr: float, folder: Path) -> dict[str, Any]:
     """Train (or reuse) the family's short warm start in `folder`; returns its metrics."""
     metrics_file = folder / "warm_start.json"
-    if not metrics_file.is_file():
+    dialogues, steps = settings["warm_start"].get(spec.family, WARM_START_DEFAULT)
+    config = WarmStartConfig(dialogues=dialogues, steps=steps, batch_size=2, learning_rate=lr)
+    if metrics_file.is_file():
+        kept = json.loads(metrics_file.read_text())["config"]
+        if (kept["dialogues"], kept["steps"], kept["learning_rate"]) != (dialogues, steps, lr):
+            raise SystemExit(f"{folder}: holds a {kept['dialogues']}x{kept['steps']} warm start at lr {kept['learning_rate']}, "
+                             f"not the {dialogues}x{steps} at lr {lr} asked for; use another --out")
+    else:
         base, tokenizer = load_base(settings["model"])
-        dialogues, steps = settings["warm_start"].get(spec.family, WARM_START_DEFAULT)
-        config = WarmStartConfig(dialogues=dialogues, steps=steps, batch_size=2, learning_rate=lr)
         seeds = range(spec.train_seeds[1] - config.dialogues, spec.train_seeds[1])
         _, metrics = warm_start(base, tokenizer, [env_factory_for(spec)], seeds, config, folder)
         metrics_file.write_text(json.dumps(metrics))
@@ -140,6 +165,7 @@ def spread_runs(family: str, settings: dict[str, Any], args: argparse.Namespace,
     runs = run_names(settings["seeds"])
     passed = [f"--{key.replace('_', '-')}={value}" for key, value in vars(args).items()
               if key in (*SETTING_FLAGS, "warm_lr") and value is not None]
+    passed += [f"--warm-start={family}={dialogues}x{steps}" for family, (dialogues, steps) in args.warm_start]
     jobs = []
     for number in range(min(args.jobs, len(runs))):
         command = [sys.executable, __file__, "--out", str(out.parent), "--families", family, "--only", ",".join(runs[number::args.jobs]),
@@ -189,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
                                                      f"GRPOConfig's; 0: equal rollouts in every run)")
     parser.add_argument("--lr", type=float, help=f"GRPO learning rate (default {FULL['lr']}, GRPOConfig's)")
     parser.add_argument("--warm-lr", type=float, default=WarmStartConfig.learning_rate, help="warm-start learning rate")
+    parser.add_argument("--warm-start", type=family_warm_start, action="append", default=[], metavar="FAMILY=DxS",
+                        help="a family's warm-start size, DIALOGUES x SFT STEPS (default WARM_START's; repeatable)")
     parser.add_argument("--out", type=Path, help="keep run folders, result.json and curves.png here (default: a temporary folder)")
     parser.add_argument("--only", type=lambda text: set(text.split(",")), default=set(), metavar="CREDIT:SEED,...",
                         help="train and score only these runs, then stop (to spread a family's runs over processes sharing "
@@ -198,12 +226,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = dict(QUICK if args.quick else FULL)
     settings.update({key: getattr(args, key) for key in SETTING_FLAGS if getattr(args, key) is not None})
+    settings["warm_start"] = {**settings["warm_start"], **dict(args.warm_start)}
     if args.only and not args.out:
         parser.error("--only needs --out: its runs are kept for a later run to compare")
     unknown = args.only - set(run_names(settings["seeds"]))
     if unknown:
         parser.error(f"--only: no such run {', '.join(sorted(unknown))} (runs are CREDIT:SEED, credits {', '.join(CREDITS)}, "
                      f"seeds 0..{settings['seeds'] - 1})")
+    for family in {*args.families.split(","), *(name for name, _ in args.warm_start)}:
+        try:
+            get_family(family)
+        except KeyError as error:
+            parser.error(error.args[0])
     with tempfile.TemporaryDirectory(prefix="tracegym-learning-") as scratch:
         out = args.out or Path(scratch)
         families = [run_family(family, settings, args, out / family) for family in args.families.split(",")]

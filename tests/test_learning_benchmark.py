@@ -1,6 +1,7 @@
 """Smoke of benchmarks/learning.py --quick on the tiny model: both families, both credits, the paired
-comparisons, result.json and the curves PNG; runs trained apart with --only are reused, and runs spread
-over processes with --jobs give the same results."""
+comparisons, result.json and the curves PNG; runs trained apart with --only are reused, runs spread
+over processes with --jobs give the same results, and a --warm-start size reaches those processes
+(a folder holding another size is refused)."""
 
 from __future__ import annotations
 
@@ -49,4 +50,15 @@ def test_learning_benchmark_quick(tmp_path, capsys, monkeypatch):
     assert sorted(p.name for p in (spread / "error_recovery").glob("job_*.log")) == ["job_0.log", "job_1.log"]
     (alone,) = json.loads((spread / "result.json").read_text())["families"]
     assert [r["after"] for r in alone["runs"]] == [r["after"] for r in result["families"][1]["runs"]]
+
+    sized = tmp_path / "sized"  # --warm-start reaches the run processes: they would refuse the folder's warm start otherwise
+    assert module.main(["--quick", "--out", str(sized), "--families", "error_recovery", "--jobs", "2",
+                        "--warm-start", "error_recovery=3x2"]) == 0
+    config = json.loads((sized / "error_recovery" / "warm_start" / "warm_start.json").read_text())["config"]
+    assert (config["dialogues"], config["steps"]) == (3, 2)
+    with pytest.raises(SystemExit, match="holds a 3x2 warm start"):
+        module.main(["--quick", "--out", str(sized), "--families", "error_recovery"])  # the default size is 2x1
+    with pytest.raises(SystemExit):
+        module.main(["--quick", "--warm-start", "error_recovery=3"])
+    assert "DIALOGUESxSTEPS, e.g. 8x6; got '3'" in capsys.readouterr().err
     sys.modules.pop("learning_report", None)
