@@ -1,6 +1,7 @@
-"""What the terminal shows during `tracegym run`: stage announcements, progress bars and the
-project's own messages. Library chatter (Python warnings, transformers/peft/trl/accelerate logs,
-the trainers' printed loss dicts) goes to `run.log` in the run directory instead.
+"""What the terminal shows during `tracegym run`: stage announcements, progress bars of the work
+itself (training steps, episodes) and the project's own messages. Library chatter (Python warnings,
+transformers/peft/trl/accelerate logs, the trainers' printed loss dicts) goes to `run.log` in the
+run directory instead, and the libraries' own bars (loading weights, tokenising a dataset) are off.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ class _ProjectOnly(logging.Filter):
 @contextlib.contextmanager
 def library_output_to(run_dir: Path) -> Iterator[Path]:
     """Within the block, every log record goes to `run_dir/run.log`, library records go only
-    there, and Python warnings become log records. Yields the log file's path."""
+    there, Python warnings become log records and the libraries' progress bars are off (restored
+    after). Yields the log file's path."""
     path = run_dir / LOG_FILE
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -36,10 +38,14 @@ def library_output_to(run_dir: Path) -> Iterator[Path]:
     for console in consoles:
         console.addFilter(console_filter)
     root.addHandler(handler)
+    import datasets
     from transformers.utils import logging as hf_logging  # its own handler would print to stderr
 
     hf_logging.disable_default_handler()
     hf_logging.enable_propagation()
+    hf_bars, datasets_bars = hf_logging.is_progress_bar_enabled(), datasets.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # "Loading weights" at every model load; the trainers' own bars stay
+    datasets.disable_progress_bars()  # TRL's dataset preparation passes
     with warnings.catch_warnings():
         warnings.simplefilter("default")
         logging.captureWarnings(True)
@@ -47,6 +53,10 @@ def library_output_to(run_dir: Path) -> Iterator[Path]:
             yield path
         finally:
             logging.captureWarnings(False)
+            if hf_bars:
+                hf_logging.enable_progress_bar()
+            if datasets_bars:
+                datasets.enable_progress_bars()
             hf_logging.disable_propagation()
             hf_logging.enable_default_handler()
             root.removeHandler(handler)
