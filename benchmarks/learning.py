@@ -76,12 +76,21 @@ def warm_start_size(text: str) -> tuple[int, int]:
     return dialogues, steps
 
 
+def family_name(text: str) -> str:
+    """`text` if it names a registered family (an argparse type: a usage error otherwise)."""
+    try:
+        get_family(text)
+    except KeyError as error:
+        raise argparse.ArgumentTypeError(error.args[0]) from None
+    return text
+
+
 def family_warm_start(text: str) -> tuple[str, tuple[int, int]]:
     """'precondition_verification=8x6' -> the family and its warm-start size."""
     family, _, size = text.partition("=")
     if not family or not size:
         raise argparse.ArgumentTypeError(f"expected FAMILY=DIALOGUESxSTEPS, e.g. precondition_verification=8x6; got {text!r}")
-    return family, warm_start_size(size)
+    return family_name(family), warm_start_size(size)
 
 
 def easiest_spec(family: str) -> EnvSpec:
@@ -205,7 +214,8 @@ def run_family(family: str, settings: dict[str, Any], args: argparse.Namespace, 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="seconds-long smoke on the tiny random model")
-    parser.add_argument("--families", default=FAMILIES, help=f"comma-separated families (default {FAMILIES})")
+    parser.add_argument("--families", default=FAMILIES, type=lambda text: ",".join(map(family_name, text.split(","))),
+                        help=f"comma-separated families (default {FAMILIES})")
     parser.add_argument("--steps", type=int, help=f"GRPO steps per run (default {FULL['steps']})")
     parser.add_argument("--seeds", type=int, help=f"training seeds per credit (default {FULL['seeds']})")
     parser.add_argument("--heldout", type=int, help=f"held-out seeds (default {FULL['heldout']})")
@@ -233,11 +243,6 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"--only: no such run {', '.join(sorted(unknown))} (runs are CREDIT:SEED, credits {', '.join(CREDITS)}, "
                      f"seeds 0..{settings['seeds'] - 1})")
-    for family in {*args.families.split(","), *(name for name, _ in args.warm_start)}:
-        try:
-            get_family(family)
-        except KeyError as error:
-            parser.error(error.args[0])
     with tempfile.TemporaryDirectory(prefix="tracegym-learning-") as scratch:
         out = args.out or Path(scratch)
         families = [run_family(family, settings, args, out / family) for family in args.families.split(",")]

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from learning import FULL, easiest_spec, warm_start_size, warm_started
+from learning import FULL, easiest_spec, family_name, warm_start_size, warm_started
 
 from tracegym.adapters.config import WarmStartConfig
 from tracegym.adapters.heldout import score_heldout
@@ -34,17 +34,14 @@ from tracegym.synth_envs.calibration import CalibrationConfig
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("family")
+    parser.add_argument("family", type=family_name)
     parser.add_argument("sizes", nargs="+", type=warm_start_size, metavar="DIALOGUESxSTEPS")
     parser.add_argument("--probe", type=int, default=16, help="training seeds scored (default 16)")
     parser.add_argument("--sampled", type=int, default=4, help="sampled episodes a seed (default 4)")
     parser.add_argument("--warm-lr", type=float, default=WarmStartConfig.learning_rate, help="warm-start learning rate")
     parser.add_argument("--out", type=Path, help="keep each warm start here (default: a temporary folder)")
     args = parser.parse_args(argv)
-    try:
-        spec = easiest_spec(args.family)
-    except KeyError as error:
-        parser.error(error.args[0])
+    spec = easiest_spec(args.family)
     band = CalibrationConfig()
     seeds = range(spec.train_seeds[0], spec.train_seeds[0] + args.probe)
     print(f"{args.family} {spec.knobs}: reward on training seeds {seeds.start}..{seeds.stop - 1}, band [{band.low}, {band.high}]")
@@ -58,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
             model, tokenizer = load_base(settings["model"])
             scores = score_heldout(attach_lora(model, adapter_dir=folder), tokenizer, env_factory_for(spec), seeds,
                                    RolloutConfig(), sampled=args.sampled)
-            greedy, sampled = (float(np.mean(values)) for values in (scores.greedy_reward, scores.sampled_reward))
+            greedy, sampled = (scores.summary()[metric]["mean"] for metric in ("greedy_reward", "sampled_reward"))
             all_equal = float(np.mean([value in (0.0, 1.0) for value in scores.sampled_reward]))
             verdict = "in band" if band.low <= sampled <= band.high else ("below" if sampled < band.low else "above")
             print(f"{dialogues:>3d}x{steps:<2d} {greedy:7.3f} {sampled:8.3f} {sampled / band.low:19.2f} {all_equal:16.2f}  {verdict}"
