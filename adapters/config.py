@@ -101,7 +101,16 @@ class WarmStartConfig:
         False, "recompute activations in the backward pass: less memory, more time (dialogues of thousands of tokens)")
     bf16: bool = option(False, "bfloat16 autocast (weights and LoRA stay float32): 1.7x faster steps on a CPU with "
                                "AVX512-BF16 (measured, 2,560 tokens), slower on one without")
+    detach_prompt: bool = option(
+        False, "encode each batch's prompt (the tokens before the first assistant turn: system prompt, first user "
+               "message) without gradient and train on the rest over its cache: the same loss, whose gradient "
+               "loses only the path through the prompt's keys and values; 1.9x faster steps on the target's "
+               "dialogues (measured: 20.7 -> 10.9 s, half of each dialogue is prompt); needs gradient_checkpointing off")
     seed: int = option(0, "data order and LoRA init seed")
+
+    def __post_init__(self) -> None:
+        if self.detach_prompt and self.gradient_checkpointing:
+            raise ValueError("detach_prompt needs gradient_checkpointing off (a checkpointed layer drops the prompt's cache)")
 
 
 @dataclass

@@ -5,6 +5,10 @@ reward signal until it has seen the format. `warm_start` plays the environment's
 `dialogues` training seeds (`synth_envs.base.play`), tokenises each dialogue with the chat template
 and trains a LoRA on the assistant turns only, with TRL's `SFTTrainer`.
 
+Detached prompt (`detach_prompt`): every dialogue of a target opens with the same long system prompt,
+about half its tokens. `_PromptDetachedTrainer` encodes a batch's tokens before its first learned one
+without gradient and feeds the rest over their cache, so the backward pass covers only the dialogue.
+
 Masks: our chat template has no `{% generation %}` markers, so TRL's `assistant_only_loss` cannot
 find the assistant spans by itself. We tokenise the dialogues ourselves and hand SFTTrainer an
 already-tokenised dataset with an `assistant_masks` column, which it folds into `labels` (-100 on
@@ -52,6 +56,25 @@ def dialogue_tokens(tokenizer: PreTrainedTokenizerBase, messages: Sequence[Messa
         end = start + through[start:].index(eos) + 1
         mask[start:end] = [1] * (end - start)
     return {"input_ids": input_ids, "assistant_masks": mask}
+
+
+class _PromptDetachedTrainer(SFTTrainer):
+    """SFTTrainer whose loss runs the batch's prompt (the columns before the first one with a label,
+    less the one that predicts it) under `no_grad` and the remaining columns on its cache. Rows are
+    right-padded, so those columns are real tokens of every row; the loss is unchanged."""
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        learned = (inputs["labels"] != -100).any(dim=0).nonzero()
+        split = int(learned[0]) - 1 if len(learned) else 0
+        if split > 0:
+            with torch.no_grad():
+                prompt = model(input_ids=inputs["input_ids"][:, :split], attention_mask=inputs["attention_mask"][:, :split],
+                               use_cache=True, logits_to_keep=1)
+            # every per-token tensor keeps its columns after the prompt; the attention mask covers the cache too
+            inputs = {key: value[:, split:] if key != "attention_mask" and torch.is_tensor(value) and value.dim() == 2 else value
+                      for key, value in inputs.items()}
+            inputs["cache"] = prompt.cache
+        return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
 
 
 def oracle_dataset(
@@ -103,7 +126,8 @@ def warm_start(
         dataset_num_proc=None,
         disable_tqdm=False,
     )
-    trainer = SFTTrainer(
+    trainer_class = _PromptDetachedTrainer if config.detach_prompt else SFTTrainer
+    trainer = trainer_class(
         model=model,
         args=args,
         train_dataset=dataset,

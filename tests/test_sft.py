@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+
+import pytest
 import torch
 from adapters_lookup_env import LookupEnv
 from peft import PeftModel
@@ -58,3 +61,26 @@ def test_warm_start_for_calibration_covers_every_rung():
     rows = oracle_dataset(factories, range(len(ladder)), tokenizer)
     attendees = [tokenizer.decode(row["input_ids"]).count('"find_employee", "arguments"') for row in rows]
     assert attendees[0] == 1 and attendees[-1] == ladder[-1]["n_attendees"]  # one rung per dialogue, in order
+
+
+def test_a_detached_prompt_keeps_the_loss_and_still_learns(tmp_path):
+    """The first step sees the same weights either way, so its loss must match the plain step's
+    (rows of unequal length and different prompts, right-padded, in one batch); later steps differ
+    only in the gradient."""
+    from tracegym.adapters.sft import oracle_dataset
+    from tracegym.synth_envs.registry import make_env
+
+    factories = [LookupEnv, functools.partial(make_env, "tool_calling_precision")]
+    runs = {}
+    for detach in (False, True):
+        model, tokenizer = tiny_model()
+        config = WarmStartConfig(dialogues=4, steps=4, batch_size=2, learning_rate=1e-2, lora_rank=4, detach_prompt=detach)
+        _, runs[detach] = warm_start(model, tokenizer, factories, range(4), config, tmp_path / f"sft-{detach}")
+    assert len({len(ids) for ids in oracle_dataset(factories, range(4), tokenizer)["input_ids"]}) > 1  # padded batches
+    assert abs(runs[True]["first_loss"] - runs[False]["first_loss"]) < 1e-4
+    assert runs[True]["final_loss"] < runs[True]["first_loss"]
+
+
+def test_a_detached_prompt_refuses_gradient_checkpointing():
+    with pytest.raises(ValueError, match="gradient_checkpointing"):
+        WarmStartConfig(detach_prompt=True, gradient_checkpointing=True)
