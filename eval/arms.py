@@ -115,8 +115,9 @@ def task_routed_records(folder: str, target: TargetConfig, seeds: list[int], eva
     return [played[name][seed] for seed, name in zip(seeds, chosen)], chosen
 
 
-def evaluate_arm(arm: Arm, target: TargetConfig, max_new_tokens: int | None, out_dir: Path) -> list[Path]:
-    """Play `arm` greedily on the held-out split; write its runs and metrics.json into `out_dir`."""
+def evaluate_arm(arm: Arm, target: TargetConfig, max_new_tokens: int | None, out_dir: Path, progress: bool = True) -> list[Path]:
+    """Play `arm` greedily on the held-out split (with a progress bar of its episodes); write its runs
+    and metrics.json into `out_dir`."""
     started = time.perf_counter()
     params = SamplingConfig(max_new_tokens=max_new_tokens, temperature=0.0, seed=GREEDY_SEED)
     routing: dict[str, list[str]] = {}  # the task router's arm: the arm each task went to
@@ -129,7 +130,7 @@ def evaluate_arm(arm: Arm, target: TargetConfig, max_new_tokens: int | None, out
             model, tokenizer = load_base(arm.base_model)
             if arm.kind == "peft":  # merged: the same policy, decoded at the base model's speed
                 model = PeftModel.from_pretrained(model, arm.source).merge_and_unload()
-        records = play_target(model, tokenizer, target, heldout_seeds(target), 1, params)
+        records = play_target(model, tokenizer, target, heldout_seeds(target), 1, params, progress)
     results = out_dir / RESULTS_DIR / f"{arm.name}.json"
     write_runs(make_target(target), records, results, out_dir / TRAJECTORIES_FILE, agent=f"tracegym:{arm.name}",
                model=arm.base_model)

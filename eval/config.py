@@ -45,9 +45,14 @@ class LoopConfig:
         help="capabilities trained when the diagnosis selects none (smoke runs; the report marks them unselected)",
         factory=list)
 
+    eval_workers: int = option(
+        1, "held-out arms played at once, each in a process of its own with an equal share of the cores (2 CPU "
+           "cores, measured: two arms at once, a thread each, 149 s; one after the other 2 x 115 s); 1: one after "
+           "another in this process")
+
     def __post_init__(self) -> None:
-        if self.train_trials < 1:
-            raise ValueError(f"train_trials must be at least 1, got {self.train_trials}")
+        if self.train_trials < 1 or self.eval_workers < 1:
+            raise ValueError(f"train_trials and eval_workers must be at least 1, got {self.train_trials}, {self.eval_workers}")
 
 
 @dataclass

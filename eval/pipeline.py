@@ -46,6 +46,7 @@ from tracegym.eval.loop_report import write_report
 from tracegym.eval.play import play_target
 from tracegym.eval.rundir import RunDirectory
 from tracegym.eval.run_log import announce, library_output_to, printed_to_log
+from tracegym.eval.stage_pool import run_stages
 from tracegym.eval.target import TargetEnvironment, make_target, write_runs
 from tracegym.generation import SamplingConfig
 from tracegym.models import check_model
@@ -189,8 +190,12 @@ def _close_loop(run: RunDirectory, config: RunConfig, policy: str, artifacts: li
         plain = AdapterArtifact.model_validate_json((run.root / "plain_grpo" / "artifact.json").read_text())
         arms.append(Arm("plain_grpo", "peft", plain.path, "", policy, int(plain.metrics["rollouts"]), 0, seconds("plain_grpo")))
         training_logs["plain_grpo"] = Path(plain.path)
-    for arm in arms:
-        stage(f"eval/{arm.name}", lambda folder, arm=arm: evaluate_arm(arm, config.target, config.rollout.max_new_tokens, folder))
+    evaluate = functools.partial(evaluate_arm, progress=config.loop.eval_workers == 1)  # workers' bars would interleave
+    run_stages(run, {f"eval/{arm.name}": (evaluate, (arm, config.target, config.rollout.max_new_tokens))
+                     for arm in arms if arm.route != "task"}, config.loop.eval_workers)
+    for arm in arms:  # the task router reuses the episodes of the arms it routes to
+        if arm.route == "task":
+            stage(f"eval/{arm.name}", lambda folder, arm=arm: evaluate_arm(arm, config.target, config.rollout.max_new_tokens, folder))
     trained = [a.capability for a in artifacts]
     stage("report", lambda folder: write_report(run.root, [a.name for a in arms], trained, training_logs, folder))
     return [a.name for a in arms]

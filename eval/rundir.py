@@ -136,17 +136,24 @@ class RunDirectory:
         """
         if self.is_complete(stage):
             return False
+        self.finish_stage(stage, work(self.start_stage(stage)))
+        return True
+
+    def start_stage(self, stage: str) -> Path:
+        """Mark `stage` running and return its folder (for work done elsewhere, then `finish_stage`)."""
         self.manifest["stages"][stage] = {"status": "running", "started": time.time()}
         self._save()
-        started = time.time()
-        artifacts = [Path(p) for p in work(self.stage_dir(stage))]
+        return self.stage_dir(stage)
+
+    def finish_stage(self, stage: str, artifacts: Iterable[Path]) -> None:
+        """Mark the started `stage` complete with the artifact files its work wrote (hashed)."""
+        started = self.manifest["stages"][stage]["started"]
         self.manifest["stages"][stage] = {
             "status": "complete",
             "seconds": round(time.time() - started, 2),
-            "artifacts": {str(p.relative_to(self.root)): sha256_file(p) for p in artifacts},
+            "artifacts": {str(Path(p).relative_to(self.root)): sha256_file(Path(p)) for p in artifacts},
         }
         self._save()
-        return True
 
     def record(self, key: str, value: Any) -> None:
         """Keep a setting resolved while running (e.g. each adapter's fitted turn budget) under
