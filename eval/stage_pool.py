@@ -6,9 +6,10 @@ each, took 149 s where one after the other took 2 × 115 s (`LoopConfig.eval_wor
 
 Workers are spawned (no forked torch state), split the machine's cores between them, and send their
 library output to the run's `run.log` as the main process does. The main process keeps the run's
-bookkeeping: it marks each stage running before its work is sent and complete when it returns, so a
-run killed meanwhile reruns exactly the stages that were not complete. A stage that fails does not
-stop the others; every stage that finished is recorded before the first failure is raised.
+bookkeeping: it marks a stage running when a worker is free for it and complete when its work
+returns, so run.json's seconds are the stage's own and a run killed meanwhile reruns exactly the
+stages that were not complete. A stage that fails does not stop the others; every stage that
+finished is recorded before the first failure is raised.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import contextlib
 import ctypes
 import os
 import signal
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -57,18 +58,27 @@ def run_stages(run: RunDirectory, works: dict[str, StageWork], workers: int) -> 
     if not pending:
         return
     threads = max(1, len(os.sched_getaffinity(0)) // workers)
-    failures: list[BaseException] = []
+    queue, running, failures = list(pending.items()), {}, []
     spawn = get_context("spawn")
     with ProcessPoolExecutor(workers, mp_context=spawn, initializer=_start_worker, initargs=(run.root, threads)) as pool:
-        futures: dict[Future, str] = {pool.submit(function, *arguments, run.start_stage(stage)): stage
-                                      for stage, (function, arguments) in pending.items()}
-        with tqdm(total=len(futures), desc=f"{len(futures)} stages, {workers} at once", unit="stage") as bar:
-            for future in as_completed(futures):
-                error = future.exception()
-                if error is None:
-                    run.finish_stage(futures[future], future.result())
-                else:
-                    failures.append(error)
-                bar.update()
+
+        def send_next() -> None:  # a stage is marked running when a worker is free for it
+            stage, (function, arguments) = queue.pop(0)
+            running[pool.submit(function, *arguments, run.start_stage(stage))] = stage
+
+        for _ in range(min(workers, len(queue))):
+            send_next()
+        with tqdm(total=len(pending), desc=f"{len(pending)} stages, {workers} at once", unit="stage") as bar:
+            while running:
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    stage = running.pop(future)
+                    if future.exception() is None:
+                        run.finish_stage(stage, future.result())
+                    else:
+                        failures.append(future.exception())
+                    bar.update()
+                    if queue:
+                        send_next()
     if failures:
         raise failures[0]

@@ -26,6 +26,8 @@ from tracegym.eval.target import TargetConfig
 
 def _write(text: str, folder: Path) -> list[Path]:
     warnings.warn(f"library chatter from stage {text}")
+    stages = json.loads((folder.parent / "run.json").read_text())["stages"].values()
+    (folder / "running.txt").write_text(str(sum(stage["status"] == "running" for stage in stages)))
     path = folder / "out.txt"
     path.write_text(text)
     return [path]
@@ -50,6 +52,13 @@ def test_finished_stages_are_recorded_when_another_fails_and_only_the_rest_rerun
     printed = capfd.readouterr()
     assert "== a  (complete, skipped)" in printed.out and "== b\n" in printed.out
     assert "chatter" not in printed.err and "library chatter from stage b" in (tmp_path / "run" / LOG_FILE).read_text()
+
+
+def test_a_stage_is_marked_running_when_a_worker_takes_it(tmp_path):
+    run = RunDirectory(tmp_path / "run", {"config": 1})
+    run_stages(run, {stage: (_write, (stage,)) for stage in "abcd"}, workers=2)
+    running = [int((tmp_path / "run" / stage / "running.txt").read_text()) for stage in "abcd"]
+    assert max(running) <= 2 and all((tmp_path / "run" / stage / "out.txt").read_text() == stage for stage in "abcd")
 
 
 def test_arms_played_at_once_equal_the_arms_played_one_after_the_other(tmp_path, tiny_adapters):  # noqa: F811
