@@ -44,7 +44,6 @@ class LoopConfig:
     fallback_capabilities: list[str] = option(
         help="capabilities trained when the diagnosis selects none (smoke runs; the report marks them unselected)",
         factory=list)
-
     eval_workers: int = option(
         1, "held-out arms played at once, each in a process of its own with an equal share of the cores (2 CPU "
            "cores, measured: two arms at once, a thread each, 149 s; one after the other 2 x 115 s); 1: one after "
