@@ -145,3 +145,15 @@ def test_an_id_of_another_kind_the_system_rejects_is_imprecision() -> None:
     same_kind = (Run().user("I'm ana_1.").call("get_user_details", USER, user_id="ana_1")
                  .call("get_reservation_details", "Error: Reservation XYZ789 not found", error=True, reservation_id="XYZ789"))
     assert values(same_kind.trajectory([], [], success=False))["tool_calling_precision"] == P
+
+
+def test_an_id_the_user_named_of_another_kind_and_the_system_rejects_is_imprecision() -> None:
+    def tried(said: str) -> LabelValue:
+        run = (Run().user(said).call("get_reservation_details", "Error: Reservation ana_1 not found", error=True,
+                                     reservation_id="ana_1")
+               .user("Try XYZ789.").call("get_reservation_details", booking("XYZ789"), reservation_id="XYZ789"))
+        return values(run.trajectory([], [], success=False))["tool_calling_precision"]
+
+    assert tried("Yes, my user ID is ana_1.") == L  # the records file user ids (XYZ789's user_id), so "user" is a kind
+    assert tried("My confirmation number is ana_1.") == P  # no record holds a confirmation_id: no kind named
+    assert tried("It is ana_1.") == P

@@ -79,8 +79,18 @@ def test_a_refund_the_policy_does_not_grant_promised_is_policy_compliance() -> N
     assert said("Your insurance covers illness, so you are eligible for a full refund.", user="Cancel ABC123, I am sick.",
                 insurance="yes", **OLD)["policy_compliance"] == P  # the policy grants this one
     assert said("It was booked today, so you are eligible for a full refund.")["policy_compliance"] == P
+    assert said("Great! I will now proceed with the refund for ABC123.", **OLD)["policy_compliance"] == L
+    assert said("I will now proceed with the refund for ABC123.")["policy_compliance"] == P  # booked today
     assert said("You may be eligible to cancel ABC123 due to this tragic circumstance and receive a full refund.",
                 **OLD)["policy_compliance"] == L  # the promise is the clause's, however long
+
+
+def test_a_booking_called_recent_that_the_record_dates_earlier_is_data_reasoning() -> None:
+    claim = "ABC123 was booked within the last 24 hours, so we can proceed with a full refund."
+    assert said(claim, **OLD)["structured_data_reasoning"] == L
+    assert said(claim)["structured_data_reasoning"] == P  # booked today: the claim is true
+    assert said("ABC123 was not booked within the last 24 hours, so we cannot proceed with a refund.", **OLD)[
+        "structured_data_reasoning"] == P  # no promise made
 
 
 def test_a_cancellation_without_a_refund_is_no_option_the_policy_has() -> None:
@@ -113,6 +123,8 @@ def test_a_procedure_no_tool_provides_promised_is_policy_compliance() -> None:
     assert said("I'm not able to set reminders, but you can contact us again anytime.")["policy_compliance"] == P
     assert said("I will first make the transfer and then notify you that it is done.")["policy_compliance"] == P
     assert said("You will receive an email with the details.")["policy_compliance"] == P  # the system's, not the agent's
+    assert said("If you want me to send email confirmations to ana@example.com, I can do that.")["policy_compliance"] == L
+    assert said("I'm unable to send you an email confirmation.")["policy_compliance"] == P
 
 
 def test_a_locked_sim_is_escalated_not_unlocked_by_the_user() -> None:

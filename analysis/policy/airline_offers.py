@@ -43,7 +43,9 @@ _DECLINES = re.compile(r"\b(?:cannot|can'?t|unable|not (?:possible|allowed|permi
 _INSURANCE_BENEFIT = re.compile(r"\binsurance\b[^.?!\n]{0,60}\b(?:covers?|waives?|waived|pays? for|applies to)\b[^.?!\n]{0,50}"
                                 r"\b(?:fees?|difference|increase|changes?|costs?|upgrade|bags?|fare)\b", re.IGNORECASE)
 _REFUND_PROMISE = re.compile(r"\b(?:eligible|entitled|qualif(?:y|ies|ied))\b[^.?!\n]{0,100}\brefund|\byou(?:'ll| will) (?:get|receive) "
-                             r"a full refund|\bcancel\w*[^.?!\n]{0,40}\bwith a full refund", re.IGNORECASE)
+                             r"a full refund|\bcancel\w*[^.?!\n]{0,40}\bwith a full refund|\b(?:proceed|process)\w*\b[^.?!\n]{0,20}"
+                             r"\b(?:a |the |your )?(?:full )?refund", re.IGNORECASE)
+_SAID_RECENT = re.compile(r"\bwithin (?:the )?(?:last |past )?24 hours\b", re.IGNORECASE)
 _NO_REFUND_CANCEL = re.compile(r"\bcancel\w*\b[^.?!\n]{0,60}?(?P<forfeit>\bwithout (?:a |any )?refund|\(?no refund (?:will|would) be "
                                r"(?:issued|given|provided)\)?|\band forfeit)", re.IGNORECASE)
 _STATES_A_RULE = re.compile(r"\b(?:only|must|requires?|required|policy)\b", re.IGNORECASE)  # explaining a rule offers nothing
@@ -127,6 +129,9 @@ def _refund_promises(conversation: Conversation) -> Iterator[Finding]:
             yield Finding("policy_compliance", index, f"promises a refund the policy does not grant ({refused[0]}): {clause!r}")
             if refused[1] and (gone := flown_unnoticed(conversation, record, index)):
                 yield unflown_reading(record, gone, index)
+            elif not refused[1] and _SAID_RECENT.search(text):
+                yield Finding("structured_data_reasoning", index, f"says {record.get('reservation_id')} was booked within 24 "
+                                                                  f"hours, but it was created {record.get('created_at')}: {text!r}")
             return
 
 

@@ -312,16 +312,25 @@ def invented_identifiers(conversation: Conversation, domain: Domain) -> Iterator
                 break
 
 
+def _named_kinds(conversation: Conversation, value: Any, stop: int) -> set[str]:
+    """The kinds of id the user called `value` before message `stop` ("my user ID is X" -> user),
+    among the kinds of id the tool results hold (a "confirmation number" names none)."""
+    pattern = re.compile(rf"\b(\w+)[ _-]?(?:id|number|code)\b\W{{0,3}}(?:is\W{{0,3}})?{re.escape(str(value))}\b", re.IGNORECASE)
+    named = {match.group(1).lower() for _, text in conversation.texts("user", 0, stop) for match in pattern.finditer(text)}
+    return {kind for kind in named if conversation.records(f"{kind}_id")}
+
+
 def misplaced_identifiers(conversation: Conversation) -> Iterator[Finding]:
     """Calls the system rejected for an identifier argument holding an id of another kind, as the
-    tool results before it filed that value: a user id as a reservation id, a reservation code as
-    a flight number. Kinds match by name (new_item_ids holds item ids); a value the results hold
-    only at the top level or under a bare "id" has no kind."""
+    tool results before it filed that value or the user named it: a user id as a reservation id, a
+    reservation code as a flight number. Kinds match by name (new_item_ids holds item ids); a value
+    the results hold only at the top level or under a bare "id" has no kind."""
     for call in conversation.agent_calls:
         if not (call.error and _ARGUMENT_ERROR.search(str(call.output))):
             continue
         for key, value in _leaves(call.arguments):
-            kinds = {_kind(k) for k in conversation.keys_holding(value, call.index)} - {"", "id"}
+            kinds = ({_kind(k) for k in conversation.keys_holding(value, call.index)}
+                     | (_named_kinds(conversation, value, call.index) if str(value).strip() else set())) - {"", "id"}
             wanted = _kind(key)
             if ((_identifier(key) or key == "flight_number") and kinds
                     and not any(wanted.endswith(kind) or kind.endswith(wanted) for kind in kinds)):
