@@ -85,6 +85,15 @@ def test_a_refund_the_policy_does_not_grant_promised_is_policy_compliance() -> N
                 **OLD)["policy_compliance"] == L  # the promise is the clause's, however long
 
 
+def test_a_cabin_change_refused_for_basic_economy_is_policy_compliance() -> None:
+    basic = {"cabin": "basic_economy"}
+    assert said("Unfortunately, upgrading the cabin class for a basic economy reservation is not allowed.",
+                **basic)["policy_compliance"] == L
+    assert said("Sorry, basic economy reservations cannot be upgraded.", **basic)["policy_compliance"] == L
+    assert said("Basic economy flights cannot be changed, but the cabin can be upgraded.", **basic)["policy_compliance"] == P
+    assert said("Basic economy tickets cannot be changed to other flights.", **basic)["policy_compliance"] == P
+
+
 def test_a_booking_called_recent_that_the_record_dates_earlier_is_data_reasoning() -> None:
     claim = "ABC123 was booked within the last 24 hours, so we can proceed with a full refund."
     assert said(claim, **OLD)["structured_data_reasoning"] == L

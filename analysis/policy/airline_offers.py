@@ -4,6 +4,7 @@ promises and claims the policy does not support are findings even when no write 
 - policy compliance: compensation offered to a user the policy gives none, or before the user
   asked for any; a cabin change offered for some flights or passengers of a reservation only (or
   priced, even as a condition, or priced when the user asked for one, instead of declined); a
+  cabin change refused for basic economy (the policy allows it for every reservation); a
   benefit of travel insurance the policy does not give (it refunds a cancellation for health or
   weather reasons, nothing else); a refund promised for a cancellation the policy forbids; a
   cancellation without a refund offered (the policy has none);
@@ -48,6 +49,11 @@ _REFUND_PROMISE = re.compile(r"\b(?:eligible|entitled|qualif(?:y|ies|ied))\b[^.?
 _SAID_RECENT = re.compile(r"\bwithin (?:the )?(?:last |past )?24 hours\b", re.IGNORECASE)
 _NO_REFUND_CANCEL = re.compile(r"\bcancel\w*\b[^.?!\n]{0,60}?(?P<forfeit>\bwithout (?:a |any )?refund|\(?no refund (?:will|would) be "
                                r"(?:issued|given|provided)\)?|\band forfeit)", re.IGNORECASE)
+_BASIC_CABIN_REFUSED = re.compile(r"\b(?:upgrad\w*|cabin)\b[^.?!\n]{0,60}\bbasic economy\b[^.?!\n]{0,40}\b(?:not (?:allowed|permitted|"
+                                  r"possible|eligible)|cannot|can'?t)\b|\bbasic economy\b[^.?!\n]{0,40}\b(?:cannot|can'?t|not "
+                                  r"(?:allowed|permitted|eligible)(?: to)?)(?: be)? (?:upgraded\b|(?:change|upgrade)\w* (?:the |its |"
+                                  r"their )?cabin)", re.IGNORECASE)
+_CABIN_ALLOWED = re.compile(r"\bcabin (?:class )?(?:can|may)\b", re.IGNORECASE)
 _STATES_A_RULE = re.compile(r"\b(?:only|must|requires?|required|policy)\b", re.IGNORECASE)  # explaining a rule offers nothing
 _REQUIRES = re.compile(r"\b(?:must|requires?|required|policy)\b", re.IGNORECASE)
 _TO_BE_SEEN = re.compile(r"\b(?:determine|check|once|only|outside|beyond)\b|\bpolic(?:y|ies) (?:states?|says?)\b", re.IGNORECASE)
@@ -105,6 +111,17 @@ def _partial_cabin_offers(conversation: Conversation) -> Iterator[Finding]:
             if reply and "$" in reply[1] and not _DECLINES.search(reply[1]):
                 yield Finding("policy_compliance", reply[0], f"prices the cabin change for part of a reservation the user "
                                                              f"asked for instead of declining it: {reply[1]}")
+                return
+
+
+def _basic_cabin_refusals(conversation: Conversation) -> Iterator[Finding]:
+    """Saying a basic economy reservation cannot change (or upgrade) its cabin: the policy lets every
+    reservation, basic economy included, change cabin without changing its flights."""
+    for index, text in conversation.texts("assistant"):
+        if "basic economy" in text.lower():
+            refusals = [s for s in sentences(text) if _BASIC_CABIN_REFUSED.search(s) and not _CABIN_ALLOWED.search(s)]
+            if refusals:
+                yield Finding("policy_compliance", index, f"says basic economy cannot change cabin: {refusals[0]!r}")
                 return
 
 
@@ -181,6 +198,8 @@ RULES = (
     ConversationRule("Do not proactively offer a compensation unless the user explicitly asks for one.", _unasked_compensation),
     ConversationRule("Cabin class must remain the same across all the flights in the same reservation; changing cabin for just "
                      "one flight segment is not possible.", _partial_cabin_offers),
+    ConversationRule("all reservations, including basic economy, can change cabin without changing the flights",
+                     _basic_cabin_refusals),
     ConversationRule("The travel insurance is 30 dollars per passenger and enables full refund if the user needs to cancel the "
                      "flight given health or weather reasons.", _insurance_benefits),
     ConversationRule("Otherwise, flight can be cancelled if any of the following is true", _refund_promises),
