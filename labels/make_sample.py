@@ -14,8 +14,10 @@ them. A fifth round (`ROUND_5`), drawn after the test half had been measured a f
 measured a fifth time, adds 40 more, mostly airline failures (26 failures, 14 successes), where
 data reasoning and tool-calling precision disagree most. A seventh round (`ROUND_7`), drawn after
 the test half had been measured a sixth time, adds 40 more the same way (27 failures, 13
-successes; again mostly airline). Writes labels/sample.json (rounds 1-7 in order); rerunning
-reproduces it exactly.
+successes; again mostly airline). An eighth round (`ROUND_8`), drawn after round 7's test half
+had been measured once, adds 41 more the same way (27 failures, 14 successes; qwen2.5-7b has no
+undrawn successes left). Writes labels/sample.json (rounds 1-8 in order); rerunning reproduces
+it exactly.
 
     python labels/make_sample.py [--data ../shared/data]
 """
@@ -151,6 +153,24 @@ ROUND_7: dict[str, tuple[int, int]] = {
     "telecom/gpt-4.1-finetuned-tau2-sft__llm_agent_solo__40sims_1trial__solo.json": (1, 0),
 }
 
+ROUND_8: dict[str, tuple[int, int]] = {
+    "airline/claude-opus-4-6__experimental_agent__50sims_1trial.json": (0, 1),
+    "airline/claude-opus-4-6__llm_agent__44sims_1trial.json": (1, 1),
+    "airline/claude-sonnet-4-5__llm_agent__50sims_1trial.json": (1, 1),
+    "airline/gpt-4.1-finetuned-tau2-sft__llm_agent__20sims_1trial.json": (0, 1),
+    "airline/gpt-4.1-mini-2025-04-14__llm_agent__50sims_1trial.json": (3, 1),
+    "airline/gpt-4.1__llm_agent__20sims_1trial.json": (0, 1),
+    "airline/gpt-4o-2024-11-20__llm_agent__50sims_1trial.json": (4, 1),
+    "airline/gpt-oss-120b__langchain_agent__50sims_1trial.json": (5, 1),
+    "airline/qwen2.5-7b__llm_agent__50sims_1trial.json": (6, 0),
+    "retail/gpt-4.1__llm_agent__40sims_1trial.json": (0, 1),
+    "retail/gpt-4.1-finetuned-tau2-sft__llm_agent__40sims_1trial.json": (0, 1),
+    "telecom/gpt-4.1__llm_agent__40sims_1trial.json": (3, 1),
+    "telecom/gpt-4.1__llm_agent_solo__40sims_1trial__solo.json": (4, 1),
+    "telecom/gpt-4o__llm_agent__20sims_1trial.json": (0, 1),
+    "telecom/gpt-4.1-finetuned-tau2-sft__llm_agent_solo__40sims_1trial__solo.json": (0, 1),
+}
+
 
 def draw(data: Path, plan: dict[str, tuple[int, int]], seed: int, taken: set[tuple[str, str]]) -> list[dict]:
     """One round: per run file, failures and successes drawn at random among the graded
@@ -174,9 +194,9 @@ def draw(data: Path, plan: dict[str, tuple[int, int]], seed: int, taken: set[tup
 
 
 def draw_all(data: Path) -> list[dict]:
-    """Round 1, then rounds 2-7, each excluding the trajectories of the rounds before it."""
+    """Round 1, then rounds 2-8, each excluding the trajectories of the rounds before it."""
     sample = draw(data, PLAN, SEED, set())
-    for number, plan in ((2, ROUND_2), (3, ROUND_3), (4, ROUND_4), (5, ROUND_5), (6, ROUND_6), (7, ROUND_7)):
+    for number, plan in ((2, ROUND_2), (3, ROUND_3), (4, ROUND_4), (5, ROUND_5), (6, ROUND_6), (7, ROUND_7), (8, ROUND_8)):
         taken = {(entry["run_file"], entry["sim_id"]) for entry in sample}
         sample += [{**entry, "round": number} for entry in draw(data, plan, SEED + 2 * (number - 1), taken)]
     return sample
