@@ -31,6 +31,26 @@ def test_a_charge_stated_that_the_write_did_not_make_is_data_reasoning() -> None
 
 
 
+def test_a_total_stated_over_several_writes_is_checked_against_their_charges_together() -> None:
+    def upgraded_both(summary: str) -> LabelValue:
+        run = Run().user("Upgrade ABC123 and XYZ789 to business please.").call("get_user_details", USER, user_id="ana_1")
+        for rid, charged in (("ABC123", 150), ("XYZ789", 90)):
+            record = {**booking(rid), "payment_history": [{"payment_id": "credit_card_1", "amount": 200}]}
+            run.call("get_reservation_details", record, reservation_id=rid)
+        run.say("Upgrade both to business, charged to your visa 4321. Proceed?").user("yes")
+        for rid, charged in (("ABC123", 150), ("XYZ789", 90)):
+            history = [{"payment_id": "credit_card_1", "amount": 200}, {"payment_id": "credit_card_1", "amount": charged}]
+            run.call("update_reservation_flights", {**booking(rid), "cabin": "business", "payment_history": history},
+                     reservation_id=rid, cabin="business", flights=[{"flight_number": "HAT001", "date": "2024-05-20"}],
+                     payment_id="credit_card_1")
+        run.say(summary)
+        return values(run.trajectory([], [], success=True))["structured_data_reasoning"]
+
+    assert upgraded_both("Done! Your total upgrade charges of $240 have been applied.") == P
+    assert upgraded_both("Done! Your total upgrade charges of $225 have been applied.") == L
+    assert upgraded_both("Done! Charges of $150 and $90 have been applied.") == P
+
+
 def test_a_telecom_status_read_wrongly_is_data_reasoning() -> None:
     line = {"line_id": "L2", "phone_number": "555-123-2002", "plan_id": "P2", "data_used_gb": 15.1, "data_refueling_gb": 0.0,
             "roaming_enabled": True}

@@ -6,8 +6,8 @@ states a charge, refund or price difference ("the difference is $495", "refund: 
 against the writes made between the agent's previous message and its next one, i.e. the writes it
 proposes or reports: when none of the stated amounts is any of their charges (their total, one
 payment of it, or, where the message speaks of shares ("per passenger", "each", "× 2"), that
-divided among up to `PER_PERSON` passengers), the agent told the user an amount the data did not
-support. Amounts are compared to the cent.
+divided among up to `PER_PERSON` passengers; the charges, or the refunds, of all those writes
+together), the agent told the user an amount the data did not support. Amounts are compared to the cent.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tracegym.analysis.policy.domain import Domain, Finding
 PER_PERSON = 9  # a stated amount may be a charge divided among this many passengers at most
 _SHARE = re.compile(r"\b(?:per|each|every)\b|/\s?(?:person|passenger|traveler|pax)\b|\b(?:x|×)\s?\d|\d\s?(?:x|×)",
                     re.IGNORECASE)  # the message speaks of shares: a stated amount may be one
-_STATED = re.compile(r"\b(?:difference|charged?|charging|refund(?:ed)?|due(?! to)|additional|owe|pay|cost (?:of|for) "
+_STATED = re.compile(r"\b(?:difference|charge[sd]?|charging|refund(?:ed)?|due(?! to)|additional|owe|pay|cost (?:of|for) "
                      r"(?:the|these|this|your) (?:change|upgrade|modification)s?)\b[^$\n]{0,40}?\$\s?(\d[\d,]*(?:\.\d+)?)",
                      re.IGNORECASE)
 
@@ -31,17 +31,25 @@ def _history(value: Any) -> list | None:
     return history if isinstance(history, list) else None
 
 
-def charges(conversation: Conversation, domain: Domain, call: Call) -> set[float]:
-    """The amounts (absolute, in currency units) a successful write charged or refunded: each new
-    payment entry and their sum; empty when its result records no payments."""
+def payments(conversation: Conversation, domain: Domain, call: Call) -> list[float]:
+    """The signed amounts (in currency units) of the payment entries a successful write added to its
+    record; empty when its result records no payments."""
     after = _history(call.output)
     key = next((k for k in domain.record_keys if k in (call.output or {})), None) if after is not None else None
     if after is None:
-        return set()
+        return []
     before = conversation.record(key, call.output[key], call.index, with_key="payment_history") if key else None
     new = after[len(_history(before) or []):]
-    amounts = [p["amount"] for p in new if isinstance(p, dict) and isinstance(p.get("amount"), (int, float))]
-    return {round(abs(a), 2) for a in amounts} | ({round(abs(sum(amounts)), 2)} if amounts else set())
+    return [p["amount"] for p in new if isinstance(p, dict) and isinstance(p.get("amount"), (int, float))]
+
+
+def charges(conversation: Conversation, domain: Domain, made: list[Call]) -> set[float]:
+    """The amounts (absolute) the writes `made` charged or refunded: each new payment entry, each
+    write's sum, and the charges and the refunds of all of them together."""
+    each = [payments(conversation, domain, call) for call in made]
+    every = [amount for amounts in each for amount in amounts]
+    together = [sum(a for a in every if a > 0), sum(a for a in every if a < 0)]
+    return {round(abs(a), 2) for a in every + [sum(amounts) for amounts in each if amounts] + together if a}
 
 
 def misquoted_charges(conversation: Conversation, domain: Domain) -> Iterator[Finding]:
@@ -55,7 +63,7 @@ def misquoted_charges(conversation: Conversation, domain: Domain) -> Iterator[Fi
         low = texts[position - 1][0] if position else -1
         high = texts[position + 1][0] if position + 1 < len(texts) else len(conversation.messages)
         made = [c for c in writes if low < c.index < high]
-        charged = set().union(*(charges(conversation, domain, c) for c in made)) if made else set()
+        charged = charges(conversation, domain, made)
         shares = range(1, PER_PERSON + 1) if _SHARE.search(text) else (1,)
         if charged and not any(abs(s - c / k) < 0.005 for s in stated for c in charged for k in shares):
             shown = ", ".join(f"${s:,.2f}" for s in sorted(stated))
