@@ -5,10 +5,11 @@ domains) turns what the conversation established into findings, each naming a ca
 - structured_data_reasoning: a wrong value read from the data (another record's id, a miscounted
   bag allowance, an unavailable item), a claim the records contradict, the wrong customer line, a
   device setting called fine while the status read shows the fault, a data allowance exceeded and
-  never acted on, a charge or refund stated that the write made did not (`policy.quotes`), a
+  never acted on, a charge or refund stated that the writes made did not (`policy.quotes`), a
   payment the system refused because it did not add up to the total, a fare called the cheapest
   while the search read lists a cheaper one or a price difference taken from the amount paid
-  (`policy.airline_fares`), a reservation acted on as upcoming after its flight was flown;
+  (`policy.airline_fares`), a reservation acted on as upcoming after its flight was flown, one
+  called booked within 24 hours that its record dates earlier;
 - multi_step_task_completion: a requested step never carried out (not one the user put off, not
   one the agent refused or misread, nor any left after a misreading of the state that made the
   agent believe the work done: those are the other capabilities'), a run ended by a step limit, in a
@@ -16,16 +17,17 @@ domains) turns what the conversation established into findings, each naming a ca
 - precondition_verification: a write without the user's explicit yes to its details where the
   policy requires one, a write to a record never read, a write whose policy conditions failed
   (unless the agent had told the user they failed), a write the system refused for its state;
-- tool_calling_precision: wrong or invented arguments (an id of another kind the system rejected, a
-  URL no output gave), a payment that did not add up, a call written out as text instead of made,
-  failed writes never redone (the same correct call repeated is none: a loop that ends the run is
-  multi-step completion's, by its termination);
+- tool_calling_precision: wrong or invented arguments (an id of another kind, as the records filed
+  it or the user named it, that the system rejected; a URL no output gave), a payment that did not
+  add up, a call written out as text instead of made, failed writes never redone (the same correct
+  call repeated is none: a loop that ends the run is multi-step completion's, by its termination);
 - policy_compliance: a write or offer the policy forbids (what the agent says counts: a refund
-  promised, a benefit invented, `policy.airline_offers`; a procedure no tool provides, such as a
-  reminder or a follow-up, `policy.procedures`; a locked SIM's code to enter, where the telecom
-  guide escalates), a refusal of what it allows, a transfer the policy does not call for (outside a
-  workflow domain, whose procedure ends in one: one the gold does not make, even if the user asked
-  after a refusal) or one that leaves allowed work undone.
+  promised, a benefit invented, a cabin change refused for basic economy, `policy.airline_offers`;
+  a procedure no tool provides, such as a reminder, a follow-up or an e-mailed confirmation,
+  `policy.procedures`; a locked SIM's code to enter, where the telecom guide escalates), a refusal
+  of what it allows, a transfer the policy does not call for (outside a workflow domain, whose
+  procedure ends in one: one the gold does not make, even if the user asked after a refusal) or
+  one that leaves allowed work undone.
 Gold actions are evidence (see `policy.checks`). NA where the task does not need the capability:
 multi-step completion when the task involves fewer than two distinct writes (the gold's and the
 agent's attempts, by tool and record, and each further gold write on a record the gold already

@@ -7,7 +7,8 @@ against the writes made between the agent's previous message and its next one, i
 proposes or reports: when none of the stated amounts is any of their charges (their total, one
 payment of it, or, where the message speaks of shares ("per passenger", "each", "× 2"), that
 divided among up to `PER_PERSON` passengers; the charges, or the refunds, of all those writes
-together), the agent told the user an amount the data did not support. Amounts are compared to the cent.
+together), the agent told the user an amount the data did not support. Amounts are compared to
+the cent.
 """
 
 from __future__ import annotations
