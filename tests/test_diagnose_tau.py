@@ -59,6 +59,18 @@ def test_multi_step_completion_is_needed_where_the_task_involves_two_writes() ->
     assert values(refused.trajectory([cancel("ABC123")], [False]))["multi_step_task_completion"] == L  # gave up after a no
 
 
+def test_a_request_refused_under_the_policy_then_another_carried_out_makes_two_operations() -> None:
+    old = {"created": "2024-05-01T10:00:00"}
+    then_booked = (looked_up("ABC123", **old).say("ABC123 does not meet the cancellation criteria, so I'm unable to cancel it.")
+                   .user("Then book me JFK to LAX on May 24.").say("Book HAT001 on May 24 for $200 on your visa 4321?").user("yes")
+                   .call("book_reservation", booking("NEW001"), origin="JFK", destination="LAX", payment_id="credit_card_1"))
+    gold = [{"name": "book_reservation", "arguments": {"origin": "JFK", "destination": "LAX", "payment_id": "credit_card_1"}}]
+    assert values(then_booked.trajectory(gold, [True], success=True))["multi_step_task_completion"] == P
+    alone = (looked_up("ABC123", **old).say("ABC123 does not meet the cancellation criteria, so I'm unable to cancel it.")
+             .user("OK. ###STOP###"))
+    assert values(alone.trajectory([], [], success=True))["multi_step_task_completion"] == N  # one request, rightly refused
+
+
 def test_a_dictated_value_is_the_users_choice_not_a_misread() -> None:
     # The user dictates a new zip code; gold expects another one. Not a misread, not an unread record.
     def address_change(zip_code: str) -> Trajectory:

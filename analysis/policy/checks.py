@@ -28,6 +28,10 @@ _REFUSAL = re.compile(r"\b(?:polic(?:y|ies)|not (?:allowed|permitted|eligible)|i
                       r"against (?:the|our) rules|(?:cannot|can'?t|could not|couldn'?t) be (?:modified|changed|cancell?ed|"
                       r"refunded|returned|exchanged)|(?:unable|not able) to (?:modify|change|cancel|refund|return|exchange))\b",
                       re.IGNORECASE)
+_REFUSED_CHANGE = re.compile(r"\b(?:not (?:allowed|permitted|eligible)|isn'?t (?:allowed|permitted|eligible)|(?:cannot|can'?t|could "
+                             r"not|couldn'?t) be (?:modified|changed|cancell?ed|refunded|returned|exchanged)|(?:unable to|not able "
+                             r"to|cannot|can'?t) (?:process )?(?:(?:this|the|your|that) )?(?:modif|chang|cancel|refund|return|exchang)\w*|"
+                             r"does(?: not|n'?t) (?:meet|qualify|satisfy))\b", re.IGNORECASE)  # a refusal, not a mere mention of policy
 _ARGUMENT_ERROR = re.compile(r"not found|invalid|does not exist|no such|unknown|format|missing|required|"
                              r"does not add up|should (?:be different|match)", re.IGNORECASE)  # what the call itself got wrong
 _MISCOMPUTED = re.compile(r"does not add up|total (?:price|amount) is \$?[\d.,]+,? but (?:paid|got)", re.IGNORECASE)
@@ -170,6 +174,15 @@ def _refused(conversation: Conversation, domain: Domain, action: dict[str, Any])
         if _REFUSAL.search(text) and any(mentions(text, v) for v in values):
             return index
     return None
+
+
+def refused_records(conversation: Conversation, domain: Domain) -> set[str]:
+    """The records (canonical ids under the domain's record keys but the user's) an agent message
+    refuses to change ("cannot be cancelled", "not eligible"), naming them."""
+    ids = {obj.get(key) for key in domain.record_keys if key != "user_id" for _, obj in conversation.records(key)
+           if isinstance(obj.get(key), str)}
+    return {canonical(record) for _, text in conversation.texts("assistant") if _REFUSED_CHANGE.search(text)
+            for record in ids if mentions(text, record)}
 
 
 def _deferred_by_user(conversation: Conversation, action: dict[str, Any]) -> bool:
