@@ -155,5 +155,6 @@ def test_an_id_the_user_named_of_another_kind_and_the_system_rejects_is_imprecis
         return values(run.trajectory([], [], success=False))["tool_calling_precision"]
 
     assert tried("Yes, my user ID is ana_1.") == L  # the records file user ids (XYZ789's user_id), so "user" is a kind
+    assert tried("My user_id: ana_1") == L
     assert tried("My confirmation number is ana_1.") == P  # no record holds a confirmation_id: no kind named
     assert tried("It is ana_1.") == P

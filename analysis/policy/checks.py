@@ -328,7 +328,7 @@ def invented_identifiers(conversation: Conversation, domain: Domain) -> Iterator
 def _named_kinds(conversation: Conversation, value: Any, stop: int) -> set[str]:
     """The kinds of id the user called `value` before message `stop` ("my user ID is X" -> user),
     among the kinds of id the tool results hold (a "confirmation number" names none)."""
-    pattern = re.compile(rf"\b(\w+)[ _-]?(?:id|number|code)\b\W{{0,3}}(?:is\W{{0,3}})?{re.escape(str(value))}\b", re.IGNORECASE)
+    pattern = re.compile(rf"\b([a-z]+)[ _-]?(?:id|number|code)\b\W{{0,3}}(?:is\W{{0,3}})?{re.escape(str(value))}\b", re.IGNORECASE)
     named = {match.group(1).lower() for _, text in conversation.texts("user", 0, stop) for match in pattern.finditer(text)}
     return {kind for kind in named if conversation.records(f"{kind}_id")}
 
