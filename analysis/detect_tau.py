@@ -19,8 +19,9 @@ domains) turns what the conversation established into findings, each naming a ca
   (unless the agent had told the user they failed), a write the system refused for its state;
 - tool_calling_precision: wrong or invented arguments (an id of another kind, as the records filed
   it or the user named it, that the system rejected; a URL no output gave), a payment that did not
-  add up, a call written out as text instead of made, failed writes never redone (the same correct
-  call repeated is none: a loop that ends the run is multi-step completion's, by its termination);
+  add up, a call written out as text instead of made, a write the system rejected for its own
+  arguments, redone or not (the same correct call repeated is none: a loop that ends the run is
+  multi-step completion's, by its termination);
 - policy_compliance: a write or offer the policy forbids (what the agent says counts: a refund
   promised, a benefit invented, a cabin change refused for basic economy, `policy.airline_offers`;
   a procedure no tool provides, such as a reminder, a follow-up or an e-mailed confirmation,

@@ -91,6 +91,8 @@ def test_a_payment_that_did_not_add_up_is_a_miscomputed_amount_even_when_redone(
     assert miscomputed["structured_data_reasoning"] == L and miscomputed["tool_calling_precision"] == L
     not_found = bags_paid("Error: Reservation not found")
     assert not_found["structured_data_reasoning"] == P
+    assert not_found["tool_calling_precision"] == L  # rejected for its own arguments: redone or not (round5_brief.md)
+    assert bags_paid("Error: Gift card balance is not enough")["tool_calling_precision"] == P  # refused for the state
 
 
 def test_speaking_of_a_kind_of_payment_method_the_profile_does_not_hold_is_a_misreading() -> None:

@@ -364,20 +364,25 @@ def calls_written_as_text(conversation: Conversation) -> Iterator[Finding]:
 
 
 def failed_writes(conversation: Conversation, domain: Domain, gaps: list[Gap]) -> Iterator[Finding]:
-    """Writes that failed, were never redone on the same record, and mattered: the run failed, or a
-    gold action of the same tool was missed. A bad argument (not found, invalid) is
-    imprecision, a refusal by the system's state (wrong order status, low balance) a precondition
-    the agent did not verify. A write a policy rule already explains is left to it."""
+    """Writes the system refused. One refused for its own arguments (not found, invalid, missing) is
+    imprecision, redone or not (labels/round5_brief.md: "a malformed call the system rejects");
+    a payment that did not add up is `miscomputed_payments`'. One refused for its record's state
+    (wrong order status, low balance) is a precondition the agent did not verify, when it was never
+    redone on the same record and mattered: the run failed, or a gold action of the same tool was
+    missed. A write a policy rule already explains is left to it."""
     undone = {g.action.get("name") for g in gaps if g.kind not in GOLD_AT_FAULT}
     mattered = not conversation.trajectory.success
     calls = conversation.agent_calls
     for position, call in enumerate(calls):
-        if call.error and (mattered or call.name in undone) and domain.is_write(call.name) and not any(
+        if not (call.error and domain.is_write(call.name)) or _MISCOMPUTED.search(str(call.output)):
+            continue
+        text = f"{render(call.name, call.arguments)} -> {call.output}"
+        if not _state_error(call):
+            yield Finding("tool_calling_precision", call.result_index, "write rejected for its arguments: " + text)
+        elif (mattered or call.name in undone) and not any(
                 c.name == call.name and not c.error and record_of(domain, c.arguments) == record_of(domain, call.arguments)
                 for c in calls[position + 1:]) and not domain.check_action(conversation, call.name, call.arguments, call.index):
-            capability = "precondition_verification" if _state_error(call) else "tool_calling_precision"
-            yield Finding(capability, call.result_index, f"failed write, never redone: {render(call.name, call.arguments)} "
-                                                         f"-> {call.output}")
+            yield Finding("precondition_verification", call.result_index, "failed write, never redone: " + text)
 
 
 def miscomputed_payments(conversation: Conversation, domain: Domain) -> Iterator[Finding]:
