@@ -242,3 +242,18 @@ def test_a_fare_called_the_cheapest_against_the_search_read_is_data_reasoning() 
     assert cheapest() == L
     assert cheapest(rival_seats=0) == P  # no economy seat left on the cheaper one
     assert cheapest(asked="I need the cheapest economy flight JFK to LAX on 2024-05-20 leaving after 5pm.") == P
+
+
+def test_a_membership_stated_from_no_profile_is_unverified_and_one_the_profile_contradicts_a_misreading() -> None:
+    def stated(text: str, read_profile: bool) -> dict[str, LabelValue]:
+        run = Run().user("My flight on ABC123 was delayed, what can you do?")
+        if read_profile:
+            run.call("get_user_details", USER, user_id="ana_1")
+        run.call("get_reservation_details", booking("ABC123"), reservation_id="ABC123").say(text)
+        return values(run.trajectory([], [], success=False))
+
+    unread = stated("Since you are a regular member without insurance, no compensation applies.", read_profile=False)
+    assert unread["precondition_verification"] == L and unread["structured_data_reasoning"] == P
+    assert stated("Since you are a regular member without insurance, no compensation applies.", read_profile=True)[
+        "precondition_verification"] == P
+    assert stated("As a gold member you get a certificate.", read_profile=True)["structured_data_reasoning"] == L

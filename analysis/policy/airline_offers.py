@@ -169,11 +169,18 @@ def _unrefunded_cancellations(conversation: Conversation) -> Iterator[Finding]:
 
 
 def _membership_claims(conversation: Conversation) -> Iterator[Finding]:
-    """Stating a membership level the user's profile contradicts."""
+    """Stating a membership level the user's profile contradicts (a misreading), or one no profile
+    read had established (a condition of compensation and bags asserted unverified)."""
     for index, text in conversation.texts("assistant"):
         claim = "member" in text.lower() and _MEMBER_CLAIM.search(text)
-        profile = user(conversation, index) if claim else None
-        if profile is not None and claim and claim.group(1).lower() != str(profile.get("membership")).lower():
+        if not claim:
+            continue
+        profile = user(conversation, index)
+        if profile is None:
+            yield Finding("precondition_verification", index, f"says {claim.group(0)!r} without having read the user's "
+                                                              f"profile: {text}")
+            return
+        if claim.group(1).lower() != str(profile.get("membership")).lower():
             yield Finding("structured_data_reasoning", index, f"says {claim.group(0)!r}; the profile's membership is "
                                                               f"{profile.get('membership')}: {text}")
             return
