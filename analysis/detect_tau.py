@@ -39,9 +39,9 @@ needed or made) unless a request was left undone all the same, precondition veri
 when neither gold nor agent writes (in domains whose requests need not involve one; in a run with
 no user, an agent changing device state itself writes), tool-calling
 precision when the agent neither called a tool nor had one to call (judged from the task, so a
-run the user ended at once is not excused), data reasoning then too and when all the task's work
-is the user's (gold actions only on the user's device) unless the agent misread data all the
-same. Otherwise LACKING with a finding, else PRESENT.
+run the user ended at once is not excused), data reasoning then too (a device status the user
+reads out is data the agent reasons over, as careful readers label it) unless the agent misread
+data all the same. Otherwise LACKING with a finding, else PRESENT.
 """
 
 from __future__ import annotations
@@ -106,9 +106,8 @@ def _needed(conversation: Conversation, domain: Domain) -> dict[str, bool]:
     agent_writes = [c for c in conversation.agent_calls if domain.is_write(c.name) and not c.error]
     agents_work = any((a.get("requestor") or "assistant") == "assistant" for a in gold)
     called = bool(conversation.agent_calls) or agents_work
-    users_work = any((a.get("requestor") or "assistant") != "assistant" for a in gold) and not agents_work
     return {
-        "structured_data_reasoning": called and not users_work,
+        "structured_data_reasoning": called,
         "multi_step_task_completion": bool(gold_writes or agent_writes) if domain.workflow
         else _operations(conversation, domain) >= 2,
         "precondition_verification": domain.preconditions_always or bool(agent_writes) or any(

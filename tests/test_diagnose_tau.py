@@ -131,13 +131,16 @@ def test_a_payment_method_the_user_named_in_words_is_the_users_choice() -> None:
     assert values(run.trajectory(gold, [False]))["tool_calling_precision"] == P
 
 
-def test_data_reasoning_is_not_needed_where_all_the_work_is_on_the_users_device() -> None:
+def test_data_reasoning_is_needed_where_the_agent_read_data_even_if_all_the_work_is_on_the_users_device() -> None:
     device = [{"name": "toggle_airplane_mode", "arguments": {}, "requestor": "user"}]
     run = Run("telecom", policy="").user("No signal, my number is 555-123-2002.").call(
         "get_customer_by_phone", {"customer_id": "C1", "line_ids": ["L2"]}, phone_number="555-123-2002")
     trajectory = run.trajectory(device, [True], success=True)
     trajectory.diagnostics["gold_actions"] = device
-    assert values(trajectory)["structured_data_reasoning"] == N
+    assert values(trajectory)["structured_data_reasoning"] == P  # careful readers: PRESENT in 8 of 9 such tune items
+    silent = Run("telecom", policy="").user("No signal.").say("Please turn airplane mode off.").trajectory(device, [True], success=True)
+    silent.diagnostics["gold_actions"] = device
+    assert values(silent)["structured_data_reasoning"] == N  # no tool called, none the agent's to call
     misread = Run("telecom", policy="").user("No signal, my number is 555-123-2002.").call(
         "get_details_by_id", {"line_id": "L1", "phone_number": "555-123-2001", "status": "Active"}, id="L1").say(
         "Your line is active.").trajectory(device, [True], success=True)
