@@ -257,3 +257,12 @@ def test_a_membership_stated_from_no_profile_is_unverified_and_one_the_profile_c
     assert stated("Since you are a regular member without insurance, no compensation applies.", read_profile=True)[
         "precondition_verification"] == P
     assert stated("As a gold member you get a certificate.", read_profile=True)["structured_data_reasoning"] == L
+
+
+def test_asking_the_user_to_provide_a_certificate_to_pay_with_is_no_compensation_offer() -> None:
+    def said_first(text: str) -> LabelValue:
+        run = Run().user("My flight was delayed and I want to book a new one, ORD to PHL.").say(text)
+        return values(run.trajectory([], [], success=False))["precondition_verification"]
+
+    assert said_first("Please provide your user ID and the certificate you'd like to pay with; the fare is $120.") != L
+    assert said_first("I can offer you a $100 certificate for the delay.") == L  # offered before any reservation was read

@@ -27,8 +27,8 @@ from tracegym.analysis.policy.domain import ConversationRule, Finding
 
 _MEMBER_CLAIM = re.compile(r"\b(?:you(?:'re| are)|your|as an?)\s+(?:a\s+)?(gold|silver|regular)\s+(?:member|membership|status|tier)",
                            re.IGNORECASE)
-_OFFER = re.compile(r"\b(offer|issue|provide|send|give|compensate)\w*\b[^.?!\n]{0,80}\b(certificate|compensation|voucher)",
-                    re.IGNORECASE)
+_OFFER = re.compile(r"\b(offer|issue|provide|send|give|compensate)\w*\b(?!\s+(?:me|us|your)\b)"  # "provide your ..." asks the user
+                    r"[^.?!\n]{0,80}\b(certificate|compensation|voucher)", re.IGNORECASE)
 _ROUTE_OR_DATE = re.compile(r"\b[A-Z]{3}\b(?<!USA)(?<!EST)|\b\d{4}-\d{2}-\d{2}\b|\bfrom [A-Z][a-z]+.{0,30}\bto [A-Z][a-z]+")
 _RAISES_COMPENSATION = re.compile(r"\b(?:offer|look into|arrange|provide|issue|discuss|see what)\b[^.?!\n]{0,60}\bcompensat\w*|"
                                   r"\bregarding compensation\b", re.IGNORECASE)
