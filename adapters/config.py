@@ -72,7 +72,8 @@ class GRPOConfig:
     bf16: bool = option(
         False, "bfloat16 autocast in the update's forward passes (weights, LoRA, optimizer and log-softmax stay "
                "float32; rollouts and reference scoring are untouched): 1.4-1.6x faster updates on a CPU with "
-               "AVX512-BF16, token log-probs within 0.03 nats (mean), gradients at cosine 0.9998 to float32's")
+               "AVX512-BF16, token log-probs within 0.03 nats (mean), gradients at cosine 0.9998 to float32's; "
+               "float32 with a warning where the device has no native bfloat16 (tracegym.precision)")
     lora_rank: int = option(16, "rank of a fresh LoRA (ignored when starting from an adapter)")
     seed: int = option(0, "seeds the LoRA init, the order of training seeds and the sampling")
     save_every: int = option(5, "checkpoint every this many steps (the last step is always saved)")
@@ -100,7 +101,8 @@ class WarmStartConfig:
     gradient_checkpointing: bool = option(
         False, "recompute activations in the backward pass: less memory, more time (dialogues of thousands of tokens)")
     bf16: bool = option(False, "bfloat16 autocast (weights and LoRA stay float32): 1.7x faster steps on a CPU with "
-                               "AVX512-BF16 (measured, 2,560 tokens), slower on one without")
+                               "AVX512-BF16 (measured, 2,560 tokens); float32 with a warning where the device has "
+                               "no native bfloat16 (tracegym.precision: emulated, it is ~25x slower)")
     detach_prompt: bool = option(
         False, "encode each batch's prompt (the tokens before the first assistant turn: system prompt, first user "
                "message) without gradient and train on the rest over its cache: the same loss, whose gradient "

@@ -56,6 +56,7 @@ from tracegym.adapters.policy_loss import GroupBatch, clipped_surrogate, encode_
 from tracegym.adapters.reference_scoring import reference_scores
 from tracegym.config import RolloutConfig
 from tracegym.generation import HFBackend, SamplingConfig, sampling_seed
+from tracegym.precision import use_bf16
 from tracegym.rollout import Episode, run_episodes
 from tracegym.synth_envs.base import Environment
 
@@ -97,6 +98,7 @@ class GRPOTrainer:
         if config.groups_per_step % self.accelerator.num_processes:
             raise ValueError(f"groups_per_step {config.groups_per_step} must divide among {self.accelerator.num_processes} processes")
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
+        self.bf16 = use_bf16(config.bf16, self.accelerator.device.type, "GRPO update")
         self.train_lo, span = train_seeds[0], train_seeds[1] - train_seeds[0]
         if span < config.groups_per_step:
             raise ValueError(f"train seed range {train_seeds} is smaller than groups_per_step")
@@ -177,8 +179,9 @@ class GRPOTrainer:
         return [groups[part::count] for part in range(count)]
 
     def _autocast(self) -> torch.autocast:
-        """The update's forward passes in bfloat16 autocast when `config.bf16`, else a no-op."""
-        return torch.autocast(self.accelerator.device.type, dtype=torch.bfloat16, enabled=self.config.bf16)
+        """The update's forward passes in bfloat16 autocast when `config.bf16` and the device computes
+        bfloat16 natively (`tracegym.precision`), else a no-op."""
+        return torch.autocast(self.accelerator.device.type, dtype=torch.bfloat16, enabled=self.bf16)
 
     @torch.no_grad()
     def _old_logprobs(self, groups: list[GroupBatch]) -> list[torch.Tensor]:

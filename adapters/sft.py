@@ -34,6 +34,7 @@ from trl import SFTConfig, SFTTrainer
 from tracegym.adapters.config import WarmStartConfig
 from tracegym.adapters.lora import lora_config
 from tracegym.generation import render_chat
+from tracegym.precision import use_bf16
 from tracegym.schema import Message
 from tracegym.synth_envs.base import Environment, play
 
@@ -118,7 +119,7 @@ def warm_start(
         logging_steps=1,
         save_strategy="no",
         report_to="none",
-        bf16=config.bf16,
+        bf16=use_bf16(config.bf16, "cuda" if torch.cuda.is_available() else "cpu", "warm-start SFT"),
         use_cpu=not torch.cuda.is_available(),  # transformers refuses bf16 on CPU without it
         gradient_checkpointing=config.gradient_checkpointing,
         seed=config.seed,

@@ -4,6 +4,7 @@ groups, hint stripping, artifacts."""
 from __future__ import annotations
 
 import json
+import logging
 
 import torch
 from adapters_lookup_env import FlatEnv, ProseEnv, chatty_tiny_model
@@ -13,6 +14,7 @@ from tracegym.adapters.artifacts import write_artifacts
 from tracegym.adapters.config import CreditConfig, GRPOConfig
 from tracegym.adapters.grpo import GRPOTrainer, read_log, varied_groups
 from tracegym.adapters.lora import attach_lora, trainable_state
+from tracegym import precision
 from tracegym.adapters.policy_loss import group_batches, token_logprobs
 from tracegym.cli import main
 from tracegym.config import RolloutConfig, config_dict
@@ -113,9 +115,10 @@ def _update_gradients(trainer, episodes, advantages) -> tuple[dict, dict[str, to
     return trainer.update(episodes, advantages), got
 
 
-def test_bf16_update_follows_the_float32_gradient(tmp_path):
+def test_bf16_update_follows_the_float32_gradient(tmp_path, monkeypatch):
     """With `bf16` the update's forward passes run in bfloat16 autocast: its gradient differs from
     float32's (the autocast is on) but points the same way, and the weights stay float32."""
+    monkeypatch.setattr(precision, "native_bf16", lambda device_type: True)  # as on a CPU with AVX512-BF16
     gradients, episodes = {}, None
     for bf16 in (False, True):
         trainer = _trainer(tmp_path / str(bf16), hint_fraction=0.0, micro_batch_size=2, max_grad_norm=1e9, bf16=bf16)
@@ -127,6 +130,15 @@ def test_bf16_update_follows_the_float32_gradient(tmp_path):
     flat = {bf16: torch.cat([g.flatten() for g in grads.values()]) for bf16, grads in gradients.items()}
     assert not torch.allclose(flat[True], flat[False], atol=1e-6)
     assert torch.nn.functional.cosine_similarity(flat[True], flat[False], dim=0) > 0.99
+
+
+def test_bf16_falls_back_to_float32_where_the_device_has_no_native_bfloat16(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(precision, "native_bf16", lambda device_type: False)
+    with caplog.at_level(logging.WARNING, logger="tracegym.precision"):
+        trainer = _trainer(tmp_path, bf16=True)
+    assert not trainer.bf16 and "training in float32" in caplog.text
+    with trainer._autocast():
+        assert not torch.is_autocast_enabled("cpu")
 
 
 def _episode(seed: int, reward: float) -> Episode:
