@@ -98,7 +98,7 @@ class GRPOTrainer:
         if config.groups_per_step % self.accelerator.num_processes:
             raise ValueError(f"groups_per_step {config.groups_per_step} must divide among {self.accelerator.num_processes} processes")
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
-        self.bf16 = use_bf16(config.bf16, self.accelerator.device.type, "GRPO update")
+        self.bf16 = use_bf16(config.bf16, self.accelerator.device.type)
         self.train_lo, span = train_seeds[0], train_seeds[1] - train_seeds[0]
         if span < config.groups_per_step:
             raise ValueError(f"train seed range {train_seeds} is smaller than groups_per_step")

@@ -119,7 +119,7 @@ def warm_start(
         logging_steps=1,
         save_strategy="no",
         report_to="none",
-        bf16=use_bf16(config.bf16, "cuda" if torch.cuda.is_available() else "cpu", "warm-start SFT"),
+        bf16=use_bf16(config.bf16, "cuda" if torch.cuda.is_available() else "cpu"),
         use_cpu=not torch.cuda.is_available(),  # transformers refuses bf16 on CPU without it
         gradient_checkpointing=config.gradient_checkpointing,
         seed=config.seed,

@@ -134,6 +134,7 @@ def test_bf16_update_follows_the_float32_gradient(tmp_path, monkeypatch):
 
 def test_bf16_falls_back_to_float32_where_the_device_has_no_native_bfloat16(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(precision, "native_bf16", lambda device_type: False)
+    precision._warn_emulated.cache_clear()
     with caplog.at_level(logging.WARNING, logger="tracegym.precision"):
         trainer = _trainer(tmp_path, bf16=True)
     assert not trainer.bf16 and "training in float32" in caplog.text

@@ -20,10 +20,11 @@ def test_cpu_flags_are_read_from_every_processor() -> None:
     assert precision.native_bf16("mps") is False  # unknown devices: float32
 
 
-def test_a_requested_bf16_is_kept_only_where_it_is_native(monkeypatch, caplog) -> None:
+def test_a_requested_bf16_is_kept_only_where_it_is_native_and_the_fallback_is_warned_once(monkeypatch, caplog) -> None:
     monkeypatch.setattr(precision, "native_bf16", lambda device_type: device_type == "cuda")
+    precision._warn_emulated.cache_clear()
     with caplog.at_level(logging.WARNING, logger="tracegym.precision"):
-        assert precision.use_bf16(True, "cuda", "SFT") and not caplog.text
-        assert not precision.use_bf16(True, "cpu", "SFT")
-    assert "SFT: bf16 was asked for" in caplog.text
-    assert not precision.use_bf16(False, "cuda", "SFT")
+        assert precision.use_bf16(True, "cuda") and not caplog.text
+        assert not precision.use_bf16(True, "cpu") and not precision.use_bf16(True, "cpu")
+    assert caplog.text.count("training in float32") == 1
+    assert not precision.use_bf16(False, "cuda")

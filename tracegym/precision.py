@@ -40,10 +40,15 @@ def native_bf16(device_type: str) -> bool:
         return False
 
 
-def use_bf16(requested: bool, device_type: str, what: str) -> bool:
-    """`requested`, unless the device lacks native bfloat16: then False, with a warning naming `what`."""
+def use_bf16(requested: bool, device_type: str) -> bool:
+    """`requested`, unless the device lacks native bfloat16: then False (warned once per device type)."""
     if requested and not native_bf16(device_type):
-        logger.warning("%s: bf16 was asked for, but this %s has no native bfloat16 (AVX512-BF16 or AMX on a CPU), "
-                       "where bfloat16 autocast runs ~25x slower than float32: training in float32", what, device_type)
+        _warn_emulated(device_type)
         return False
     return requested
+
+
+@functools.cache
+def _warn_emulated(device_type: str) -> None:
+    logger.warning("bf16 was asked for, but this %s has no native bfloat16 (on a CPU: AVX512-BF16 or AMX) and would "
+                   "emulate it ~25x slower than float32: training in float32", device_type)
