@@ -108,6 +108,7 @@ def warm_start(
     out_dir = Path(out_dir)
     dataset = oracle_dataset(env_factories, list(seeds)[: config.dialogues], tokenizer)
     scratch = tempfile.TemporaryDirectory(prefix="tracegym-sft-")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
     args = SFTConfig(
         output_dir=scratch.name,
         max_steps=config.steps,
@@ -119,8 +120,8 @@ def warm_start(
         logging_steps=1,
         save_strategy="no",
         report_to="none",
-        bf16=use_bf16(config.bf16, "cuda" if torch.cuda.is_available() else "cpu"),
-        use_cpu=not torch.cuda.is_available(),  # transformers refuses bf16 on CPU without it
+        bf16=use_bf16(config.bf16, device),
+        use_cpu=device == "cpu",  # transformers refuses bf16 on CPU without it
         gradient_checkpointing=config.gradient_checkpointing,
         seed=config.seed,
         data_seed=config.seed,

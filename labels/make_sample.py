@@ -18,8 +18,8 @@ successes; again mostly airline). An eighth round (`ROUND_8`), drawn after round
 had been measured once, adds 41 more the same way (27 failures, 14 successes; qwen2.5-7b has no
 undrawn successes left). A ninth round (`ROUND_9`), drawn after the test half had been measured
 with the rules tuned on round 8's tune half, adds 40 more (19 failures, 21 successes; 28 airline,
-8 telecom, 4 retail). Writes labels/sample.json (rounds
-1-9 in order); rerunning reproduces it exactly.
+8 telecom, 4 retail). Writes labels/sample.json (rounds 1-9 in order); rerunning reproduces it
+exactly.
 
     python labels/make_sample.py [--data ../shared/data]
 """
@@ -192,6 +192,7 @@ ROUND_9: dict[str, tuple[int, int]] = {
     "telecom/gpt-4.1-finetuned-tau2-sft__llm_agent_solo__40sims_1trial__solo.json": (0, 1),
 }
 
+
 def draw(data: Path, plan: dict[str, tuple[int, int]], seed: int, taken: set[tuple[str, str]]) -> list[dict]:
     """One round: per run file, failures and successes drawn at random among the graded
     simulations not `taken`, then split into halves by a seeded shuffle."""
@@ -216,7 +217,8 @@ def draw(data: Path, plan: dict[str, tuple[int, int]], seed: int, taken: set[tup
 def draw_all(data: Path) -> list[dict]:
     """Round 1, then rounds 2-9, each excluding the trajectories of the rounds before it."""
     sample = draw(data, PLAN, SEED, set())
-    for number, plan in ((2, ROUND_2), (3, ROUND_3), (4, ROUND_4), (5, ROUND_5), (6, ROUND_6), (7, ROUND_7), (8, ROUND_8), (9, ROUND_9)):
+    rounds = (ROUND_2, ROUND_3, ROUND_4, ROUND_5, ROUND_6, ROUND_7, ROUND_8, ROUND_9)
+    for number, plan in enumerate(rounds, start=2):
         taken = {(entry["run_file"], entry["sim_id"]) for entry in sample}
         sample += [{**entry, "round": number} for entry in draw(data, plan, SEED + 2 * (number - 1), taken)]
     return sample

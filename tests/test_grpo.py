@@ -10,11 +10,11 @@ import torch
 from adapters_lookup_env import FlatEnv, ProseEnv, chatty_tiny_model
 from peft import PeftModel
 
+from tracegym import precision
 from tracegym.adapters.artifacts import write_artifacts
 from tracegym.adapters.config import CreditConfig, GRPOConfig
 from tracegym.adapters.grpo import GRPOTrainer, read_log, varied_groups
 from tracegym.adapters.lora import attach_lora, trainable_state
-from tracegym import precision
 from tracegym.adapters.policy_loss import group_batches, token_logprobs
 from tracegym.cli import main
 from tracegym.config import RolloutConfig, config_dict

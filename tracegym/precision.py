@@ -22,8 +22,8 @@ NATIVE_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})  # /proc/cpuinfo flags
 
 def cpu_flags(cpuinfo: str) -> set[str]:
     """The feature flags of a /proc/cpuinfo text (the union over its processors)."""
-    return {flag for line in cpuinfo.splitlines() if line.split(":")[0].strip() == "flags"
-            for flag in line.split(":", 1)[1].split()}
+    fields = (line.partition(":") for line in cpuinfo.splitlines())
+    return {flag for key, _, value in fields if key.strip() == "flags" for flag in value.split()}
 
 
 @functools.cache
