@@ -196,6 +196,21 @@ def test_writes_need_an_explicit_yes_to_their_details_and_a_read_record() -> Non
     assert "without reading it first" in quotes(unread.trajectory([cancel("ABC123")], [True]), "precondition_verification")
 
 
+def test_the_original_payment_method_names_a_method_the_reservation_was_paid_with() -> None:
+    def change(payment_id: str) -> Run:
+        paid = {**booking("ABC123"), "payment_history": [{"payment_id": "gift_card_7", "amount": 200}]}
+        flights = {"reservation_id": "ABC123", "cabin": "economy", "flights": [{"flight_number": "HAT002", "date": "2024-05-20"}],
+                   "payment_id": payment_id}
+        return (Run().user("Move ABC123 to a later flight, please.").call("get_reservation_details", paid, reservation_id="ABC123")
+                .say("I'll change ABC123 to HAT002; the difference goes to your original payment method. Shall I?").user("Yes")
+                .call("update_reservation_flights", paid, **flights))
+
+    def verdict(run: Run) -> str:
+        return detect(run.trajectory([], [], success=True))["precondition_verification"].value
+    assert verdict(change("gift_card_7")) == P
+    assert verdict(change("credit_card_9")) == L  # a method the reservation was never paid with is no "original" one
+
+
 def test_a_failed_write_counts_when_it_mattered_and_a_solo_run_needs_no_yes() -> None:
     bags = {"reservation_id": "ABC123", "total_baggages": 1, "nonfree_baggages": 0, "payment_id": "credit_card_1"}
     run = (looked_up("ABC123").say("Add 1 checked bag to ABC123 for free?").user("yes")

@@ -18,7 +18,7 @@ from tracegym.analysis.policy.airline_records import (cancellation_refused, flow
                                                       reservations, unflown_reading, user)
 from tracegym.analysis.policy.conversation import Call, Conversation, dicts, listed, mentions
 from tracegym.analysis.policy.domain import ActionRule, ConversationRule, Domain, Finding
-from tracegym.analysis.policy.payments import payment_words
+from tracegym.analysis.policy.payments import ORIGINAL_PAYMENT, payment_words
 
 BAGS = ("bag", "bags", "baggage", "baggages", "luggage", "suitcase", "suitcases")
 FREE_BAGS = {  # membership -> cabin -> free checked bags per passenger
@@ -212,6 +212,10 @@ def confirmation(call: Call, conversation: Conversation) -> list[tuple[str, ...]
     """What the agent must have listed before the user's yes (None: the policy needs no confirmation)."""
     arguments = call.arguments
     pay = payment_words(conversation, arguments.get("payment_id"))
+    paid_before = {p.get("payment_id") for p in dicts((reservation(conversation, arguments.get("reservation_id"), call.index)
+                                                          or {}).get("payment_history"))}
+    if pay and arguments.get("payment_id") in paid_before:  # "the original payment method" names it
+        pay += ORIGINAL_PAYMENT
     if call.name == "book_reservation":
         flights = [(f.get("flight_number"),) for f in dicts(arguments.get("flights"))]
         payments = tuple(w for p in dicts(arguments.get("payment_methods"))

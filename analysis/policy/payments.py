@@ -9,6 +9,7 @@ from typing import Any, Iterator
 from tracegym.analysis.policy.conversation import Conversation, dicts, negated, sentences
 from tracegym.analysis.policy.domain import Finding
 
+ORIGINAL_PAYMENT = ("original payment method", "original payment", "same payment method")  # a method named by its history
 # "your gift card", "your existing PayPal gift card": the last kind named within two words wins
 _YOUR_METHOD = re.compile(r"\byour (?:[\w-]+ ){0,2}(gift card|credit card|paypal|certificate)\b", re.IGNORECASE)
 

@@ -11,7 +11,7 @@ from typing import Any, Iterator
 from tracegym.analysis.policy import procedures
 from tracegym.analysis.policy.conversation import Call, Conversation, dicts, listed
 from tracegym.analysis.policy.domain import ActionRule, ConversationRule, Domain, Finding
-from tracegym.analysis.policy.payments import payment_words
+from tracegym.analysis.policy.payments import ORIGINAL_PAYMENT, payment_words
 
 CANCEL_REASONS = ("no longer needed", "ordered by mistake")
 AUTHENTICATION = frozenset({"find_user_id_by_email", "find_user_id_by_name_zip"})
@@ -21,7 +21,6 @@ DELIVERED_ONLY = frozenset({"return_delivered_order_items", "exchange_delivered_
 ONCE_PER_ORDER = frozenset({"modify_pending_order_items", "exchange_delivered_order_items"})
 WRITES = PENDING_ONLY | DELIVERED_ONLY | {"modify_user_address"}
 ALL_ITEMS = ("all items", "all the items", "all of the items", "every item", "everything")  # how a whole-order return is named
-ORIGINAL_PAYMENT = ("original payment method", "original payment", "same payment method")
 
 
 def order(conversation: Conversation, order_id: Any, before: int, first: bool = False) -> dict | None:
