@@ -9,7 +9,8 @@ greedy and sampled at the rollout temperature (tracegym.adapters.heldout). Then 
 for `steps` steps of `groups × group_size` rollouts, a flat group (all rewards equal: no update)
 replaced by a fresh seed's group up to `--redraws` rounds a step (default GRPOConfig's 2; with 0
 every run samples the same number of rollouts, the report lists each run's; updates in bfloat16
-autocast, as configs/default.toml trains), then the held-out scores after.
+autocast where the device computes it natively, float32 elsewhere, as configs/default.toml trains:
+tracegym.precision), then the held-out scores after.
 Comparisons are paired per held-out seed (every policy is scored on the same seeds with the same
 sampling seeds): each credit's after-score (mean over its training seeds) minus the warm start's,
 and trace minus grpo, with paired bootstrap 95% intervals (tracegym.stats.paired_difference).
