@@ -196,6 +196,18 @@ def test_writes_need_an_explicit_yes_to_their_details_and_a_read_record() -> Non
     assert "without reading it first" in quotes(unread.trajectory([cancel("ABC123")], [True]), "precondition_verification")
 
 
+def test_the_user_restating_the_request_after_the_proposal_is_an_explicit_yes() -> None:
+    bags = {"reservation_id": "ABC123", "total_baggages": 1, "nonfree_baggages": 0, "payment_id": "credit_card_1"}
+
+    def answered(reply: str) -> str:
+        run = (looked_up("ABC123").say("I'll add 1 checked bag to ABC123, free with your allowance. Please confirm.").user(reply)
+               .call("update_reservation_baggages", booking("ABC123", bags=1), **bags))
+        write = {"name": "update_reservation_baggages", "arguments": bags}
+        return detect(run.trajectory([write], [True], success=True))["precondition_verification"].value
+    assert answered("It's for my trip. Please add the bag to ABC123. Thanks.") == P
+    assert answered("Please don't add it yet, I need to think.") == L
+
+
 def test_the_original_payment_method_names_a_method_the_reservation_was_paid_with() -> None:
     def change(payment_id: str) -> Run:
         paid = {**booking("ABC123"), "payment_history": [{"payment_id": "gift_card_7", "amount": 200}]}

@@ -22,7 +22,8 @@ from tracegym.schema import Trajectory
 STOP_TOKENS = ("###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###")
 _AFFIRMATIVE = re.compile(
     r"\b(yes|yeah|yep|yup|sure|okay|ok|confirm(?:ed)?|go ahead|proceed|please do|do it|that'?s (?:correct|right|fine)|"
-    r"correct|sounds good|i agree|approve[sd]?|let'?s do)\b", re.IGNORECASE)
+    r"correct|sounds good|i agree|approve[sd]?|let'?s do|"
+    r"please (?:cancel|return|exchange|modify|change|book|update|add|remove|process|make|send))\b", re.IGNORECASE)
 _NEGATIVE_START = re.compile(r"^\s*(no\b|nope\b|not\b|don'?t\b|wait\b|actually\b,? no)", re.IGNORECASE)
 _CLOSING = re.compile(r"anything else|further (?:assistance|questions)|have a (?:great|good|nice|wonderful) day|"
                       r"feel free to (?:reach out|contact)|glad (?:i|we) could help|you'?re (?:very )?welcome|"
@@ -88,7 +89,7 @@ def awaits_answer(text: str) -> bool:
 
 
 def is_affirmative(text: str) -> bool:
-    """An explicit yes (and not a message opening with a no)."""
+    """An explicit yes, or the request restated as one ("please cancel it"), in a message not opening with a no."""
     return bool(_AFFIRMATIVE.search(text)) and not _NEGATIVE_START.search(text)
 
 
