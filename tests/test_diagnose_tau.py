@@ -57,6 +57,9 @@ def test_multi_step_completion_is_needed_where_the_task_involves_two_writes() ->
     refused = (looked_up("ABC123").say("ABC123 can only be cancelled by a supervisor.")
                .user("Never mind then. ###STOP###"))
     assert values(refused.trajectory([cancel("ABC123")], [False]))["multi_step_task_completion"] == L  # gave up after a no
+    sent_away = (looked_up("ABC123").say("ABC123 can be cancelled; please contact us again tomorrow and we'll do it then.")
+                 .user("OK, I will reach out again later. ###STOP###"))
+    assert values(sent_away.trajectory([cancel("ABC123")], [False]))["multi_step_task_completion"] == L  # the agent put it off
 
 
 def test_a_request_refused_under_the_policy_then_another_carried_out_makes_two_operations() -> None:

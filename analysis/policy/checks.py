@@ -37,6 +37,8 @@ _ARGUMENT_ERROR = re.compile(r"not found|invalid|does not exist|no such|unknown|
 _MISCOMPUTED = re.compile(r"does not add up|total (?:price|amount) is \$?[\d.,]+,? but (?:paid|got)", re.IGNORECASE)
 _DEFERRED = re.compile(r"\b(?:prefer to wait|hold off|(?:reach out|contact you|call back|come back)(?: again)? (?:later|once|when)|"
                        r"decide later|think (?:about it|it over)|never ?mind|changed my mind)\b", re.IGNORECASE)
+_SENDS_AWAY = re.compile(r"\b(?:contact|call) us (?:again|back|later)\b|\b(?:reach out|come back)(?: to us)? (?:again|later)\b",
+                         re.IGNORECASE)  # the agent putting the step off to another call
 _CANNOT = re.compile(r"\b(?:can only|cannot|can'?t|unable|not (?:possible|able|allowed|permitted|eligible))\b", re.IGNORECASE)
 _URL = re.compile(r"(?:https?|ftp)://", re.IGNORECASE)
 _TEXT_CALL = re.compile(r'"name"\s*:\s*"\w+"\s*,\s*"arguments"\s*:')  # {"name": "get_user_details", "arguments": ...
@@ -187,15 +189,16 @@ def refused_records(conversation: Conversation, domain: Domain) -> set[str]:
 
 def _deferred_by_user(conversation: Conversation, action: dict[str, Any]) -> bool:
     """Whether the user put the action off ("I'd prefer to wait", "I'll call back later") after the
-    agent had proposed it (named one of its ids: a flight number, a record or item id)."""
+    agent had proposed it (named one of its ids: a flight number, a record or item id), and not in
+    answer to an agent message that refused it or sent the user away to call again."""
     details = [v for _, v in _leaves(action.get("arguments") or {}) if isinstance(v, str) and re.search(r"\d", v) and len(v) >= 3]
     proposed = next((i for i, text in conversation.texts("assistant") if any(mentions(text, v) for v in details)), None)
     if proposed is None:
         return False
     for index, text in conversation.texts("user", proposed):
         said = conversation.texts("assistant", proposed, index)
-        if _DEFERRED.search(text) and not (said and _CANNOT.search(said[-1][1])):  # giving up after a refusal is no choice
-            return True
+        if _DEFERRED.search(text) and not (said and (_CANNOT.search(said[-1][1]) or _SENDS_AWAY.search(said[-1][1]))):
+            return True  # giving up after a refusal, or agreeing to come back when the agent asked, is no choice
     return False
 
 
