@@ -18,8 +18,10 @@ successes; again mostly airline). An eighth round (`ROUND_8`), drawn after round
 had been measured once, adds 41 more the same way (27 failures, 14 successes; qwen2.5-7b has no
 undrawn successes left). A ninth round (`ROUND_9`), drawn after the test half had been measured
 with the rules tuned on round 8's tune half, adds 40 more (19 failures, 21 successes; 28 airline,
-8 telecom, 4 retail). Writes labels/sample.json (rounds 1-9 in order); rerunning reproduces it
-exactly.
+8 telecom, 4 retail). A tenth round (`ROUND_10`), drawn after the test half had been measured with
+the rules tuned on round 9's tune half, adds 42 more: every failure not yet drawn (12, qwen2.5-7b
+and gpt-oss-120b airline) and 30 successes. Writes labels/sample.json (rounds 1-10 in order);
+rerunning reproduces it exactly.
 
     python labels/make_sample.py [--data ../shared/data]
 """
@@ -192,6 +194,25 @@ ROUND_9: dict[str, tuple[int, int]] = {
     "telecom/gpt-4.1-finetuned-tau2-sft__llm_agent_solo__40sims_1trial__solo.json": (0, 1),
 }
 
+ROUND_10: dict[str, tuple[int, int]] = {  # every undrawn failure left (qwen2.5-7b 10, gpt-oss-120b 2), then successes
+    "airline/claude-opus-4-6__experimental_agent__50sims_1trial.json": (0, 3),
+    "airline/claude-opus-4-6__llm_agent__44sims_1trial.json": (0, 2),
+    "airline/claude-sonnet-4-5__llm_agent__50sims_1trial.json": (0, 3),
+    "airline/gpt-4.1-finetuned-tau2-sft__llm_agent__20sims_1trial.json": (0, 1),
+    "airline/gpt-4.1__llm_agent__20sims_1trial.json": (0, 1),
+    "airline/gpt-4.1-mini-2025-04-14__llm_agent__50sims_1trial.json": (0, 2),
+    "airline/gpt-4o-2024-11-20__llm_agent__50sims_1trial.json": (0, 2),
+    "airline/gpt-oss-120b__langchain_agent__50sims_1trial.json": (2, 2),
+    "airline/qwen2.5-7b__llm_agent__50sims_1trial.json": (10, 0),
+    "retail/gpt-4.1__llm_agent__40sims_1trial.json": (0, 2),
+    "retail/gpt-4.1-finetuned-tau2-sft__llm_agent__40sims_1trial.json": (0, 2),
+    "telecom/gpt-4.1__llm_agent__40sims_1trial.json": (0, 1),
+    "telecom/gpt-4.1__llm_agent_solo__40sims_1trial__solo.json": (0, 2),
+    "telecom/gpt-4o__llm_agent__20sims_1trial.json": (0, 1),
+    "telecom/gpt-4.1-finetuned-tau2-sft__llm_agent__40sims_1trial.json": (0, 3),
+    "telecom/gpt-4.1-finetuned-tau2-sft__llm_agent_solo__40sims_1trial__solo.json": (0, 3),
+}
+
 
 def draw(data: Path, plan: dict[str, tuple[int, int]], seed: int, taken: set[tuple[str, str]]) -> list[dict]:
     """One round: per run file, failures and successes drawn at random among the graded
@@ -215,9 +236,9 @@ def draw(data: Path, plan: dict[str, tuple[int, int]], seed: int, taken: set[tup
 
 
 def draw_all(data: Path) -> list[dict]:
-    """Round 1, then rounds 2-9, each excluding the trajectories of the rounds before it."""
+    """Round 1, then rounds 2-10, each excluding the trajectories of the rounds before it."""
     sample = draw(data, PLAN, SEED, set())
-    rounds = (ROUND_2, ROUND_3, ROUND_4, ROUND_5, ROUND_6, ROUND_7, ROUND_8, ROUND_9)
+    rounds = (ROUND_2, ROUND_3, ROUND_4, ROUND_5, ROUND_6, ROUND_7, ROUND_8, ROUND_9, ROUND_10)
     for number, plan in enumerate(rounds, start=2):
         taken = {(entry["run_file"], entry["sim_id"]) for entry in sample}
         sample += [{**entry, "round": number} for entry in draw(data, plan, SEED + 2 * (number - 1), taken)]
