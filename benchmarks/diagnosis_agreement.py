@@ -1,6 +1,6 @@
 """Agreement of the diagnosis with labels from careful reading (labels/reference.json), per half.
 
-For the labelled τ²-bench trajectories (421 over nine sampling rounds, labels/README.md), on one
+For the labelled τ²-bench trajectories (463 over ten sampling rounds, labels/README.md), on one
 half of the seeded split (`--split test` by default; the labellers are tuned on `tune` only),
 optionally only those of one sampling round (`--round N`, a round of labels/sample.json: each round
 was drawn after the rules had been tuned on the rounds before it, so on the tune half a new round
