@@ -226,6 +226,18 @@ def test_the_original_payment_method_names_a_method_the_reservation_was_paid_wit
     assert verdict(change("credit_card_9")) == L  # a method the reservation was never paid with is no "original" one
 
 
+def test_a_downgrade_refunded_to_the_original_payment_needs_no_payment_named() -> None:
+    def recabin(cabin: str, new_cabin: str) -> str:
+        paid = {**booking("ABC123", cabin=cabin), "payment_history": [{"payment_id": "gift_card_7", "amount": 200}]}
+        change = {"reservation_id": "ABC123", "cabin": new_cabin, "flights": [{"flight_number": "HAT001", "date": "2024-05-20"}],
+                  "payment_id": "gift_card_7"}
+        run = (Run().user("Change the cabin of ABC123, please.").call("get_reservation_details", paid, reservation_id="ABC123")
+               .say(f"I'll move ABC123 to {new_cabin}. Shall I?").user("Yes").call("update_reservation_flights", paid, **change))
+        return detect(run.trajectory([], [], success=True))["precondition_verification"].value
+    assert recabin("business", "economy") == P  # the difference goes back where it came from
+    assert recabin("economy", "business") == L  # a charge: the user must agree to the method
+
+
 def test_a_failed_write_counts_when_it_mattered_and_a_solo_run_needs_no_yes() -> None:
     bags = {"reservation_id": "ABC123", "total_baggages": 1, "nonfree_baggages": 0, "payment_id": "credit_card_1"}
     run = (looked_up("ABC123").say("Add 1 checked bag to ABC123 for free?").user("yes")

@@ -20,6 +20,7 @@ from tracegym.analysis.policy.conversation import Call, Conversation, dicts, lis
 from tracegym.analysis.policy.domain import ActionRule, ConversationRule, Domain, Finding
 from tracegym.analysis.policy.payments import ORIGINAL_PAYMENT, payment_words
 
+CABINS = ("basic_economy", "economy", "business")  # cheapest first
 BAGS = ("bag", "bags", "baggage", "baggages", "luggage", "suitcase", "suitcases")
 FREE_BAGS = {  # membership -> cabin -> free checked bags per passenger
     "regular": {"basic_economy": 0, "economy": 1, "business": 2},
@@ -208,6 +209,11 @@ def _delay_certificate(conversation: Conversation, name: str, arguments: dict, b
                                                    "reservation was changed or cancelled")
 
 
+def _downgrade(cabin: Any, new_cabin: Any) -> bool:
+    """Whether `new_cabin` is a cheaper cabin class than `cabin` (both known names)."""
+    return str(cabin) in CABINS and str(new_cabin) in CABINS and CABINS.index(str(new_cabin)) < CABINS.index(str(cabin))
+
+
 def confirmation(call: Call, conversation: Conversation) -> list[tuple[str, ...]] | None:
     """What the agent must have listed before the user's yes (None: the policy needs no confirmation)."""
     arguments = call.arguments
@@ -223,6 +229,8 @@ def confirmation(call: Call, conversation: Conversation) -> list[tuple[str, ...]
         return flights + ([payments] if payments else [])
     if call.name == "update_reservation_flights":
         record = reservation(conversation, arguments.get("reservation_id"), call.index) or {}
+        if _downgrade(record.get("cabin"), arguments.get("cabin")) and arguments.get("payment_id") in paid_before:
+            pay = ()  # the fare difference refunded to where the reservation was paid from: nothing for the user to choose
         kept = {str(f.get("flight_number")) for f in dicts(record.get("flights"))}
         changed = [(f.get("flight_number"),) for f in dicts(arguments.get("flights"))
                    if str(f.get("flight_number")) not in kept]
