@@ -10,12 +10,13 @@ domains) turns what the conversation established into findings, each naming a ca
   while the search read lists a cheaper one or a price difference taken from the amount paid
   (`policy.airline_fares`), a reservation acted on as upcoming after its flight was flown, one
   called booked within 24 hours that its record dates earlier;
-- multi_step_task_completion: a requested step never carried out (not one the user put off, not
-  one the agent refused or misread, nor any left after a misreading of the state that made the
-  agent believe the work done: those are the other capabilities'), a run ended by a step limit, in a
-  workflow domain the transfer its procedure required never made;
+- multi_step_task_completion: a requested step never carried out (not one the user put off, unless
+  only after the agent sent them away to call again; not one the agent refused or misread, nor any
+  left after a misreading of the state that made the agent believe the work done: those are the
+  other capabilities'), a run ended by a step limit, in a workflow domain the transfer its
+  procedure required never made;
 - precondition_verification: a write without the user's explicit yes to its details where the
-  policy requires one, a write to a record never read, a write whose policy conditions failed
+  policy requires one (the request restated, "please cancel it", is a yes), a write to a record never read, a write whose policy conditions failed
   (unless the agent had told the user they failed), a write the system refused for its state, a
   membership level stated with no profile read;
 - tool_calling_precision: wrong or invented arguments (an id of another kind, as the records filed
