@@ -16,9 +16,9 @@ domains) turns what the conversation established into findings, each naming a ca
   other capabilities'), a run ended by a step limit, in a workflow domain the transfer its
   procedure required never made;
 - precondition_verification: a write without the user's explicit yes to its details where the
-  policy requires one (the request restated, "please cancel it", is a yes), a write to a record never read, a write whose policy conditions failed
-  (unless the agent had told the user they failed), a write the system refused for its state, a
-  membership level stated with no profile read;
+  policy requires one (the request restated, "please cancel it", is a yes), a write to a record
+  never read, a write whose policy conditions failed (unless the agent had told the user they
+  failed), a write the system refused for its state, a membership level stated with no profile read;
 - tool_calling_precision: wrong or invented arguments (an id of another kind, as the records filed
   it or the user named it, that the system rejected; a URL no output gave), a payment that did not
   add up, a call written out as text instead of made, a write the system rejected for its own
