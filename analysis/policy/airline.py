@@ -217,9 +217,9 @@ def _downgrade(cabin: Any, new_cabin: Any) -> bool:
 def confirmation(call: Call, conversation: Conversation) -> list[tuple[str, ...]] | None:
     """What the agent must have listed before the user's yes (None: the policy needs no confirmation)."""
     arguments = call.arguments
+    record = reservation(conversation, arguments.get("reservation_id"), call.index) or {}
     pay = payment_words(conversation, arguments.get("payment_id"))
-    paid_before = {p.get("payment_id") for p in dicts((reservation(conversation, arguments.get("reservation_id"), call.index)
-                                                          or {}).get("payment_history"))}
+    paid_before = {p.get("payment_id") for p in dicts(record.get("payment_history"))}
     if pay and arguments.get("payment_id") in paid_before:  # "the original payment method" names it
         pay += ORIGINAL_PAYMENT
     if call.name == "book_reservation":
@@ -228,7 +228,6 @@ def confirmation(call: Call, conversation: Conversation) -> list[tuple[str, ...]
                          for w in payment_words(conversation, p.get("payment_id")))
         return flights + ([payments] if payments else [])
     if call.name == "update_reservation_flights":
-        record = reservation(conversation, arguments.get("reservation_id"), call.index) or {}
         if _downgrade(record.get("cabin"), arguments.get("cabin")) and arguments.get("payment_id") in paid_before:
             pay = ()  # the fare difference refunded to where the reservation was paid from: nothing for the user to choose
         kept = {str(f.get("flight_number")) for f in dicts(record.get("flights"))}
@@ -240,7 +239,6 @@ def confirmation(call: Call, conversation: Conversation) -> list[tuple[str, ...]
         charged = isinstance(arguments.get("nonfree_baggages"), int) and arguments["nonfree_baggages"] > 0
         return [BAGS, (arguments.get("total_baggages"),)] + ([pay] if charged and pay else [])
     if call.name == "update_reservation_passengers":
-        record = reservation(conversation, arguments.get("reservation_id"), call.index) or {}
         before = [canonical(p) for p in listed(record.get("passengers"))]
         return [(p.get("first_name"), p.get("last_name"), p.get("dob")) for p in dicts(arguments.get("passengers"))
                 if canonical(p) not in before]
