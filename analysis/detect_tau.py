@@ -9,7 +9,8 @@ domains) turns what the conversation established into findings, each naming a ca
   payment the system refused because it did not add up to the total, a fare called the cheapest
   while the search read lists a cheaper one or a price difference taken from the amount paid
   (`policy.airline_fares`), a reservation acted on as upcoming after its flight was flown, one
-  called booked within 24 hours that its record dates earlier;
+  called flown before any flight of it was, one called booked within 24 hours that its record
+  dates earlier;
 - multi_step_task_completion: a requested step never carried out (not one the user put off, unless
   only after the agent sent them away to call again; not one the agent refused or misread, nor any
   left after a misreading of the state that made the agent believe the work done: those are the

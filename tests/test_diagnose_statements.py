@@ -122,6 +122,13 @@ def test_a_booking_called_recent_that_the_record_dates_earlier_is_data_reasoning
         "structured_data_reasoning"] == P  # no promise made
 
 
+def test_a_reservation_called_flown_that_its_dates_put_ahead_is_data_reasoning() -> None:
+    claim = "Since the flight in this reservation has already taken off, we cannot cancel it."
+    assert said(claim)["structured_data_reasoning"] == L  # booking() flies on 2024-05-20, the policy's now is 2024-05-15
+    assert said(claim, date="2024-05-10")["structured_data_reasoning"] == P  # flown: the claim is true
+    assert said("The flight has not taken off yet, so ABC123 can be cancelled.")["structured_data_reasoning"] == P
+
+
 def test_a_cancellation_without_a_refund_is_no_option_the_policy_has() -> None:
     assert said("You can still cancel ABC123, but no refund will be issued.", **OLD)["policy_compliance"] == L
     assert said("Cancel ABC123 without a refund (you would lose the $200 you paid).", **OLD)["policy_compliance"] == L

@@ -10,7 +10,7 @@ promises and claims the policy does not support are findings even when no write 
   cancellation without a refund offered (the policy has none);
 - precondition verification: compensation offered before any reservation was read;
 - structured data reasoning: a membership level the profile contradicts, a reservation described
-  without having been read.
+  without having been read, one called already flown whose flights are all still ahead.
 Claims are read clause by clause (`conversation.assertions`): questions, conditions and negated
 clauses ("this is not eligible for a refund") assert nothing.
 """
@@ -20,9 +20,9 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from tracegym.analysis.policy.airline_records import (cancellation_refused, flown_unnoticed, may_compensate, reservation,
-                                                      reservations, unflown_reading, user)
-from tracegym.analysis.policy.conversation import Conversation, assertions, listed, mentions, negated, sentences
+from tracegym.analysis.policy.airline_records import (SAID_FLOWN, cancellation_refused, flown, flown_unnoticed, may_compensate,
+                                                      reservation, reservations, unflown_reading, user)
+from tracegym.analysis.policy.conversation import Conversation, assertions, dicts, listed, mentions, negated, sentences
 from tracegym.analysis.policy.domain import ConversationRule, Finding
 
 _MEMBER_CLAIM = re.compile(r"\b(?:you(?:'re| are)|your|as an?)\s+(?:a\s+)?(gold|silver|regular)\s+(?:member|membership|status|tier)",
@@ -199,6 +199,28 @@ def _unread_reservation_claims(conversation: Conversation) -> Iterator[Finding]:
                 return
 
 
+def _flown_claims(conversation: Conversation) -> Iterator[Finding]:
+    """Saying a reservation's flights were already flown ("both flights have already taken off")
+    when none was: all dated today or later and none reported landed or flying. The reservation is
+    the one the claim names, or the last one read when the message names none."""
+    if conversation.now is None:
+        return
+    for index, text in conversation.texts("assistant"):
+        claims = [clause for clause in assertions(text) if SAID_FLOWN.search(clause)] if SAID_FLOWN.search(text) else []
+        read = reservations(conversation, index)
+        if not claims or not read:
+            continue
+        named = [r for r in read if any(mentions(clause, r.get("reservation_id")) for clause in claims)]
+        if not named and not any(mentions(text, r.get("reservation_id")) for r in read):
+            named = read[-1:]
+        for record in named:
+            if flown(conversation, record, index) is None:
+                dates = ", ".join(str(f.get("date")) for f in dicts(record.get("flights")))
+                yield Finding("structured_data_reasoning", index, f"says {record.get('reservation_id')} was already flown, but "
+                                                                  f"its flights are dated {dates}, after today: {claims[0]!r}")
+                return
+
+
 RULES = (
     ConversationRule("Only compensate if the user is a silver/gold member or has travel insurance or flies business.",
                      _compensation_offers),
@@ -214,4 +236,5 @@ RULES = (
     ConversationRule("There are three membership levels", _membership_claims),
     ConversationRule("If the user doesn't know their reservation id, the agent should help locate it using available tools.",
                      _unread_reservation_claims),
+    ConversationRule("Otherwise, flight can be cancelled if any of the following is true", _flown_claims),
 )

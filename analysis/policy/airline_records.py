@@ -15,7 +15,7 @@ from tracegym.analysis.policy.domain import Finding
 
 COVERED = re.compile(r"\b(sick|ill|illness|unwell|not feeling well|health|medical|hospital\w*|surgery|injur\w*|doctor|fever|"
                      r"flu|covid|emergency room|weather|storm|hurricane|snow\w*|flood\w*|blizzard)\b", re.IGNORECASE)
-_SAID_FLOWN = re.compile(r"\b(?:flown|already (?:departed|took off|taken off|taken place|travell?ed|used|happened|completed|left)|"
+SAID_FLOWN = re.compile(r"\b(?:flown|already (?:departed|took off|taken off|taken place|travell?ed|used|happened|completed|left)|"
                          r"in the past|(?:date|flight)s? (?:has|have) (?:already )?passed)\b", re.IGNORECASE)
 
 
@@ -64,7 +64,7 @@ def flown_unnoticed(conversation: Conversation, record: dict, before: int) -> di
     was flown or in the past: an agent that then cancels or promises a refund read the dates as
     upcoming (a misreading), not a rule it knowingly broke."""
     gone = flown(conversation, record, before)
-    if gone is None or any(_SAID_FLOWN.search(text) for _, text in conversation.texts("assistant", 0, before)):
+    if gone is None or any(SAID_FLOWN.search(text) for _, text in conversation.texts("assistant", 0, before)):
         return None
     return gone
 
