@@ -262,11 +262,13 @@ class GRPOTrainer:
         return mean, math.sqrt(max(squares / n - mean * mean, 0.0)), unhinted_total / n_unhinted if n_unhinted else None
 
     def train_step(self) -> dict[str, Any]:
-        """One GRPO step; returns its log record."""
+        """One GRPO step; returns its log record (wall times in seconds: the whole step, its rollouts
+        with redraws, and the rest: reference scoring and the update)."""
         started = time.perf_counter()
         acc = self.accelerator
         seeds = self._step_seeds()
         episodes, kept, redrawn = self._varied_rollouts(seeds)
+        rolled_out = time.perf_counter()
         groups = acc.gather(torch.tensor(
             [len(kept) // self.config.group_size, redrawn, len(seeds) + redrawn], device=acc.device)).reshape(-1, 3).sum(0)
         reward_mean, reward_std, unhinted_mean = self._reward_stats(episodes)
@@ -290,7 +292,8 @@ class GRPOTrainer:
         else:
             record["optimizer_steps"] = 0
         self.step += 1
-        record["step_seconds"] = time.perf_counter() - started
+        finished = time.perf_counter()
+        record.update(step_seconds=finished - started, rollout_seconds=rolled_out - started, update_seconds=finished - rolled_out)
         return record
 
     # -- the loop, checkpoints, resume ------------------------------------------------------
