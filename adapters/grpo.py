@@ -22,7 +22,9 @@ advantages; then up to `mini_batches` AdamW steps on the clipped surrogate, each
 split across steps), token-mean over the step's sampled tokens. Each group is trained on its
 hint-free prompt encoded once, its continuations attending to it (tracegym.adapters.policy_loss),
 also when `micro_batch_size` splits it: the micro-batches' gradients meet at the prompt's keys
-and values, and the prompt's encoding is backpropagated once. With `bf16` the update's forward
+and values, and the prompt's encoding is backpropagated once. Micro-batches hold rows of similar
+length, each cut after its last sampled token (`GroupBatch.micro_batches`), so one long rollout
+does not make every micro-batch run over its length. With `bf16` the update's forward
 passes run in bfloat16 autocast (float32 weights, optimizer and log-softmax).
 
 The ratio's denominator. With `mini_batches` = 1 every batch is used once, before any update: the
@@ -192,7 +194,7 @@ class GRPOTrainer:
 
     def _group_backward(self, group: GroupBatch, old: torch.Tensor | None, tokens: float) -> tuple[float, float]:
         """Backpropagate the group's clipped surrogate divided by `tokens`, `micro_batch_size` rows at
-        a time, its prompt encoded once: each micro-batch's backward pass stops at the prompt's keys
+        a time (`GroupBatch.micro_batches`), its prompt encoded once: each micro-batch's backward pass stops at the prompt's keys
         and values (leaves that sum their gradients), which then go back through the prompt's
         encoding once. `old`: the group's old log-probs (None: this policy's, detached). Returns
         the loss and the number of tokens where the clip binds."""
@@ -201,13 +203,11 @@ class GRPOTrainer:
             encoded = encode_prompt(self.model, group.prompt_ids)
         leaves = [(keys.detach().requires_grad_(), values.detach().requires_grad_()) for keys, values in encoded]
         loss, clipped = 0.0, 0.0
-        for start in range(0, len(group), config.micro_batch_size):
-            rows = slice(start, start + config.micro_batch_size)
-            micro = group.rows(rows)
+        for rows, micro in group.micro_batches(config.micro_batch_size):
             with self._autocast():
                 logprobs = token_logprobs(self.model, micro, self.rollout_config.temperature, leaves)
             loss_sum, n_clipped = clipped_surrogate(
-                logprobs, logprobs.detach() if old is None else old[rows], micro.advantages, micro.loss_mask,
+                logprobs, logprobs.detach() if old is None else old[rows, : logprobs.shape[1]], micro.advantages, micro.loss_mask,
                 config.epsilon_low, config.epsilon_high,
             )
             acc.backward(loss_sum / tokens)

@@ -42,8 +42,25 @@ class GroupBatch:
     loss_mask: torch.Tensor
     advantages: torch.Tensor
 
-    def rows(self, index: Sequence[int] | slice) -> "GroupBatch":
+    def rows(self, index: Sequence[int] | slice | torch.Tensor) -> "GroupBatch":
         return GroupBatch(self.prompt_ids, self.completion_ids[index], self.loss_mask[index], self.advantages[index])
+
+    def micro_batches(self, size: int) -> list[tuple[torch.Tensor, "GroupBatch"]]:
+        """The rows, `size` at a time in order of their last scored column, each micro-batch cut after
+        its own last scored column: (row indices, micro-batch). The cut columns change no scored
+        log-prob (attention is causal), so the loss and its gradients are those of the whole rows,
+        without the forward pass over a long row's padding in every micro-batch."""
+        columns = torch.arange(1, self.loss_mask.shape[1] + 1, device=self.loss_mask.device)
+        widths = ((self.loss_mask > 0) * columns).amax(dim=1)
+        order = torch.argsort(widths, stable=True)
+        batches = []
+        for start in range(0, len(order), size):
+            index = order[start : start + size]
+            width = max(int(widths[index].max()), 1)
+            batch = self.rows(index)
+            batches.append((index, GroupBatch(self.prompt_ids, batch.completion_ids[:, :width], batch.loss_mask[:, :width],
+                                              batch.advantages[:, :width])))
+        return batches
 
     def to(self, device: torch.device | str) -> "GroupBatch":
         return GroupBatch(*(tensor.to(device) for tensor in (self.prompt_ids, self.completion_ids, self.loss_mask, self.advantages)))

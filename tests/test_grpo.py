@@ -15,7 +15,7 @@ from tracegym.adapters.artifacts import write_artifacts
 from tracegym.adapters.config import CreditConfig, GRPOConfig
 from tracegym.adapters.grpo import GRPOTrainer, read_log, varied_groups
 from tracegym.adapters.lora import attach_lora, trainable_state
-from tracegym.adapters.policy_loss import group_batches, token_logprobs
+from tracegym.adapters.policy_loss import GroupBatch, group_batches, token_logprobs
 from tracegym.cli import main
 from tracegym.config import RolloutConfig, config_dict
 from tracegym.models import tiny_model
@@ -86,14 +86,31 @@ def test_packed_step_equals_the_unpacked_step(tmp_path):
     expected = {n: p.grad.clone() for n, p in trainable.items()}
     trainer.optimizer.zero_grad(set_to_none=True)
 
-    forwards = [0]
-    trainer.policy.get_base_model().register_forward_pre_hook(lambda *args: forwards.__setitem__(0, forwards[0] + 1))
+    widths = []
+    trainer.policy.get_base_model().register_forward_pre_hook(
+        lambda module, args, kwargs: widths.append(kwargs["input_ids"].shape[1]), with_kwargs=True)
     record, got = _update_gradients(trainer, episodes, advantages)
-    assert forwards[0] == 2 * (1 + 2)  # each group of 4: its prompt, then micro-batches of 3 + 1
+    assert len(widths) == 2 * (1 + 2)  # each group of 4: its prompt, then micro-batches of 3 + 1
+    groups = group_batches(episodes, advantages, trainer.pad_id)
+    cut = [width for group in groups for _, micro in group.micro_batches(3) for width in [micro.completion_ids.shape[1]]]
+    assert widths[1:3] + widths[4:6] == cut  # each micro-batch runs to its own last sampled token
+    assert min(cut) < max(group.completion_ids.shape[1] for group in groups)
     assert abs(record["loss"] - expected_loss.item()) < 1e-4
     assert max(g.abs().max().item() for g in expected.values()) > 1e-2
     for name, gradient in expected.items():
         assert torch.allclose(got[name], gradient, atol=1e-4), name
+
+
+def test_micro_batches_sort_rows_by_length_and_cut_after_the_last_sampled_token():
+    mask = torch.tensor([[1, 1, 1, 1, 1, 0], [1, 0, 0, 0, 0, 0], [0, 1, 1, 1, 0, 0], [0, 0, 0, 0, 0, 0]], dtype=torch.float32)
+    ids = torch.arange(24).reshape(4, 6)
+    group = GroupBatch(torch.tensor([7, 8]), ids, mask, mask * 0.5)
+    batches = group.micro_batches(2)
+    assert [index.tolist() for index, _ in batches] == [[3, 1], [2, 0]]
+    assert [micro.completion_ids.shape[1] for _, micro in batches] == [1, 5]
+    index, micro = batches[1]
+    assert torch.equal(micro.completion_ids, ids[[2, 0], :5]) and torch.equal(micro.loss_mask, mask[[2, 0], :5])
+    assert sum(micro.loss_mask.sum() for _, micro in batches) == mask.sum()
 
 
 def _randomise_lora(trainer) -> torch.Generator:
