@@ -57,9 +57,8 @@ class GroupBatch:
         for start in range(0, len(order), size):
             index = order[start : start + size]
             width = max(int(widths[index].max()), 1)
-            batch = self.rows(index)
-            batches.append((index, GroupBatch(self.prompt_ids, batch.completion_ids[:, :width], batch.loss_mask[:, :width],
-                                              batch.advantages[:, :width])))
+            batches.append((index, GroupBatch(self.prompt_ids, self.completion_ids[index, :width], self.loss_mask[index, :width],
+                                              self.advantages[index, :width])))
         return batches
 
     def to(self, device: torch.device | str) -> "GroupBatch":

@@ -206,9 +206,11 @@ def _flown_claims(conversation: Conversation) -> Iterator[Finding]:
     if conversation.now is None:
         return
     for index, text in conversation.texts("assistant"):
-        claims = [clause for clause in assertions(text) if SAID_FLOWN.search(clause)] if SAID_FLOWN.search(text) else []
-        read = reservations(conversation, index)
-        if not claims or not read:
+        if not SAID_FLOWN.search(text):
+            continue
+        claims = [clause for clause in assertions(text) if SAID_FLOWN.search(clause)]
+        read = reservations(conversation, index) if claims else []
+        if not read:
             continue
         named = [r for r in read if any(mentions(clause, r.get("reservation_id")) for clause in claims)]
         if not named and not any(mentions(text, r.get("reservation_id")) for r in read):
