@@ -55,7 +55,7 @@ CREDITS = ("trace", "grpo")
 # (oracle dialogues, SFT steps) of each family's warm start (`--warm-start FAMILY=DxS` overrides), chosen
 # with benchmarks/warm_start_probe.py (the probes and why precondition_verification's lies below the
 # band are in the README, "Learning"); QUICK and unlisted families use WARM_START_DEFAULT.
-WARM_START: dict[str, tuple[int, int]] = {"precondition_verification": (8, 4), "error_recovery": (6, 3)}
+WARM_START: dict[str, tuple[int, int]] = {"precondition_verification": (8, 4), "error_recovery": (5, 3)}
 WARM_START_DEFAULT = (2, 1)
 FULL: dict[str, Any] = dict(model=DEFAULT_MODEL, steps=GRPOConfig.steps, groups=1, group_size=8, micro_batch=2, heldout=32,
                             sampled=2, max_new_tokens=None, seeds=3, lr=GRPOConfig.learning_rate, warm_start=WARM_START,
