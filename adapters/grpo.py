@@ -196,8 +196,8 @@ class GRPOTrainer:
         """Backpropagate the group's clipped surrogate divided by `tokens`, `micro_batch_size` rows at
         a time (`GroupBatch.micro_batches`), its prompt encoded once: each micro-batch's backward
         pass stops at the prompt's keys and values (leaves that sum their gradients), which then go
-        back through the prompt's encoding once. `old`: the group's old log-probs (None: this policy's, detached). Returns
-        the loss and the number of tokens where the clip binds."""
+        back through the prompt's encoding once. `old`: the group's old log-probs (None: this
+        policy's, detached). Returns the loss and the number of tokens where the clip binds."""
         config, acc = self.config, self.accelerator
         with self._autocast():
             encoded = encode_prompt(self.model, group.prompt_ids)

@@ -53,8 +53,8 @@ from tracegym.synth_envs.registry import get_family
 
 CREDITS = ("trace", "grpo")
 # (oracle dialogues, SFT steps) of each family's warm start (`--warm-start FAMILY=DxS` overrides), chosen
-# with benchmarks/warm_start_probe.py (the probes and why precondition_verification's lies below the
-# band are in the README, "Learning"); QUICK and unlisted families use WARM_START_DEFAULT.
+# with benchmarks/warm_start_probe.py (the probes, and why both lie below the band by sampled reward,
+# are in the README, "Learning"); QUICK and unlisted families use WARM_START_DEFAULT.
 WARM_START: dict[str, tuple[int, int]] = {"precondition_verification": (8, 4), "error_recovery": (5, 3)}
 WARM_START_DEFAULT = (2, 1)
 FULL: dict[str, Any] = dict(model=DEFAULT_MODEL, steps=GRPOConfig.steps, groups=1, group_size=8, micro_batch=2, heldout=32,
