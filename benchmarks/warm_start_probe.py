@@ -3,7 +3,7 @@
 For each size DIALOGUESxSTEPS: an SFT warm start as learning.py trains it (oracle dialogues of the
 last training seeds, batch 2, `--warm-lr`), scored on the first `--probe` training seeds (never the
 held-out seeds learning.py reports on): greedy reward and sampled reward (`--sampled` episodes a
-seed at the rollout temperature, 1.0). Prints each against the band, CalibrationConfig's [0.2, 0.6]
+seed at the rollout temperature, learning.py's by default). Prints each against the band, CalibrationConfig's [0.2, 0.6]
 by default: learning.py wants a warm start whose sampled reward lies in it ("in the band, not solved"),
 and the share of seeds whose sampled episodes all failed or all succeeded (mean 0 or 1): GRPO's
 groups on such seeds are flat and teach nothing, so a warm start in the band by a few always-solved
@@ -38,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("sizes", nargs="+", type=warm_start_size, metavar="DIALOGUESxSTEPS")
     parser.add_argument("--probe", type=int, default=16, help="training seeds scored (default 16)")
     parser.add_argument("--sampled", type=int, default=4, help="sampled episodes a seed (default 4)")
+    parser.add_argument("--temperature", type=float, default=FULL["temperature"],
+                        help=f"rollout temperature of the sampled episodes (default learning.py's, {FULL['temperature']})")
     parser.add_argument("--warm-lr", type=float, default=WarmStartConfig.learning_rate, help="warm-start learning rate")
     parser.add_argument("--out", type=Path, help="keep each warm start here (default: a temporary folder)")
     args = parser.parse_args(argv)
@@ -54,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             warm_started(spec, settings, args.warm_lr, folder)
             model, tokenizer = load_base(settings["model"])
             scores = score_heldout(attach_lora(model, adapter_dir=folder), tokenizer, env_factory_for(spec), seeds,
-                                   RolloutConfig(), sampled=args.sampled)
+                                   RolloutConfig(temperature=args.temperature), sampled=args.sampled)
             greedy, sampled = (scores.summary()[metric]["mean"] for metric in ("greedy_reward", "sampled_reward"))
             all_equal = float(np.mean([value in (0.0, 1.0) for value in scores.sampled_reward]))
             verdict = "in band" if band.low <= sampled <= band.high else ("below" if sampled < band.low else "above")
