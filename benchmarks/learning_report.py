@@ -56,7 +56,8 @@ def report(result: dict[str, Any]) -> None:
         print(f"\n{family['family']} {family['knobs']}: {settings['seeds']} training seeds per credit, "
               f"rollouts per run ({settings.get('redraws', 0)} redraw rounds a step) {rollouts}, lr {result['lr']}, "
               f"{before['greedy_reward']['n']} held-out seeds, "
-              f"{sum(r['train_seconds'] for r in family['runs']) / 60:.1f} min of GRPO steps")
+              f"{sum(r['train_seconds'] for r in family['runs']) / 60:.1f} min of GRPO steps, "
+              f"{family['seconds'] / 60:.1f} min wall (less any work reused from the folder)")
         print(f"warm start mean reward {comparison['warm_start_reward']:.3f} "
               f"({'in' if comparison['warm_start_in_band'] else 'NOT in'} band {comparison['band']})")
         for metric, base in before.items():
