@@ -71,6 +71,15 @@ def test_bad_config_files_are_one_line_errors_naming_the_file(tmp_path, text, me
     assert str(path) in str(raised.value) and "\n" not in str(raised.value)
 
 
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--temperature", "-1"], "temperature must be >= 0"),
+    (["--max-new-tokens", "0"], "max_new_tokens must be at least 1"),
+])
+def test_impossible_sampling_settings_are_refused_before_anything_runs(flags, message):
+    with pytest.raises(UserError, match=f"^command line: rollout: {message}"):
+        _parse(RunConfig, flags)
+
+
 @dataclass
 class Twice:
     """Nests `Inner` twice: both copies would generate `--inner-seeds`."""

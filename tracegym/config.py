@@ -209,8 +209,14 @@ def resolve_config(cls: type[C], args: argparse.Namespace, under: Path | None = 
         for part in parents:
             node = node.setdefault(part, {})
         node[leaf] = value
-    source = str(args.config) if getattr(args, "config", None) else "command line"
+    files = [str(path) for path in (under, getattr(args, "config", None)) if path]
+    source = " + ".join([*files, "command line"] if any(v is not None for v in _leaves(given)) else files or ["defaults"])
     return build_config(cls, _merge(values, given), source)
+
+
+def _leaves(tree: dict[str, Any]) -> list[Any]:
+    """The values of a nested dict, depth first."""
+    return [leaf for value in tree.values() for leaf in (_leaves(value) if isinstance(value, dict) else [value])]
 
 
 def config_dict(config: Any) -> dict[str, Any]:
@@ -225,6 +231,12 @@ class RolloutConfig:
     temperature: float = option(1.0, "sampling temperature of rollouts (papers/TRACE.md §1: 1.0)")
     max_new_tokens: int | None = option(
         None, "tokens per assistant turn; none: 1.25 x the environment's longest oracle turn")
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0 (0: greedy), got {self.temperature}")
+        if self.max_new_tokens is not None and self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
 
 
 @dataclasses.dataclass
