@@ -256,6 +256,10 @@ def main(argv: list[str] | None = None) -> int:
     settings["warm_start"] = {**settings["warm_start"], **dict(args.warm_start)}
     if args.only and not args.out:
         parser.error("--only needs --out: its runs are kept for a later run to compare")
+    try:
+        rollout_config(settings)
+    except ValueError as error:
+        parser.error(str(error))
     unknown = args.only - set(run_names(settings["seeds"]))
     if unknown:
         parser.error(f"--only: no such run {', '.join(sorted(unknown))} (runs are CREDIT:SEED, credits {', '.join(CREDITS)}, "

@@ -24,6 +24,9 @@ def test_learning_benchmark_quick(tmp_path, capsys, monkeypatch):
     with pytest.raises(SystemExit):
         module.main(["--quick", "--out", str(tmp_path), "--only", "grpo:1"])  # --quick trains one seed: there is no grpo:1
     assert "no such run grpo:1" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        module.main(["--quick", "--out", str(tmp_path / "cold"), "--temperature", "-1"])
+    assert "temperature must be >= 0" in capsys.readouterr().err and not (tmp_path / "cold").exists()
     assert module.main(["--quick", "--out", str(tmp_path), "--only", "grpo:0"]) == 0
     first_log = tmp_path / "error_recovery" / "grpo_0" / "train_log.jsonl"
     assert first_log.is_file() and not (tmp_path / "error_recovery" / "trace_0").exists()
