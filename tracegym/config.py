@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from tracegym.errors import UserError
+from tracegym.generation import check_sampling
 
 C = TypeVar("C")
 _NO_DEFAULT = dataclasses.MISSING
@@ -210,13 +211,8 @@ def resolve_config(cls: type[C], args: argparse.Namespace, under: Path | None = 
             node = node.setdefault(part, {})
         node[leaf] = value
     files = [str(path) for path in (under, getattr(args, "config", None)) if path]
-    source = " + ".join([*files, "command line"] if any(v is not None for v in _leaves(given)) else files or ["defaults"])
+    source = " + ".join([*files, "command line"] if given else files or ["defaults"])
     return build_config(cls, _merge(values, given), source)
-
-
-def _leaves(tree: dict[str, Any]) -> list[Any]:
-    """The values of a nested dict, depth first."""
-    return [leaf for value in tree.values() for leaf in (_leaves(value) if isinstance(value, dict) else [value])]
 
 
 def config_dict(config: Any) -> dict[str, Any]:
@@ -233,10 +229,7 @@ class RolloutConfig:
         None, "tokens per assistant turn; none: 1.25 x the environment's longest oracle turn")
 
     def __post_init__(self) -> None:
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0 (0: greedy), got {self.temperature}")
-        if self.max_new_tokens is not None and self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
+        check_sampling(self.temperature, self.max_new_tokens)
 
 
 @dataclasses.dataclass

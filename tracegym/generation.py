@@ -25,6 +25,14 @@ if TYPE_CHECKING:  # torch and transformers load only where a model runs
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
+def check_sampling(temperature: float, max_new_tokens: int | None) -> None:
+    """Raise ValueError unless temperature >= 0 (0: greedy) and max_new_tokens is None or >= 1."""
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0 (0: greedy), got {temperature}")
+    if max_new_tokens is not None and max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+
+
 @dataclass(frozen=True)
 class SamplingConfig:
     """Sampling settings. temperature 0 means greedy; top_p in (0, 1] keeps the smallest set of
@@ -44,10 +52,7 @@ class SamplingConfig:
     stop: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.max_new_tokens is not None and self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        check_sampling(self.temperature, self.max_new_tokens)
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if any(not stop for stop in self.stop):
