@@ -17,6 +17,7 @@ from tracegym.adapters.config import EvalConfig, TrainConfig, WarmStartConfig
 from tracegym.config import PolicyConfig, option
 from tracegym.eval.target.config import TargetConfig
 from tracegym.moe_router.configs import RouterTrainingConfig
+from tracegym.synth_envs.registry import CAPABILITY_TABLE
 from tracegym.synth_envs.synthesise import SynthConfig
 
 
@@ -42,7 +43,8 @@ class LoopConfig:
     train_trials: int = option(1, "sampled episodes of the base agent per train-split task (the runs diagnosed)")
     plain_grpo: bool = option(True, "train the plain-GRPO arm on the target's train split at the adapters' total rollouts")
     fallback_capabilities: list[str] = option(
-        help="capabilities trained when the diagnosis selects none (smoke runs; the report marks them unselected)",
+        help="capabilities trained when the diagnosis selects none, any a family trains whether or not the "
+             "diagnosis labels it (the report marks them unselected)",
         factory=list)
     eval_workers: int = option(
         1, "held-out arms played at once, each in a process of its own with an equal share of the cores (2 CPU "
@@ -52,6 +54,11 @@ class LoopConfig:
     def __post_init__(self) -> None:
         if self.train_trials < 1 or self.eval_workers < 1:
             raise ValueError(f"train_trials and eval_workers must be at least 1, got {self.train_trials}, {self.eval_workers}")
+        trainable = sorted(name for name, row in CAPABILITY_TABLE.items() if row.family)
+        untrainable = [name for name in self.fallback_capabilities if name not in trainable]
+        if untrainable:
+            raise ValueError(f"fallback_capabilities: no environment family trains {', '.join(untrainable)} "
+                             f"(trainable: {', '.join(trainable)})")
 
 
 @dataclass

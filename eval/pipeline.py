@@ -34,6 +34,7 @@ from typing import Callable, Iterable
 from tracegym.adapters.checkpoint import find_checkpoint
 from tracegym.adapters.grpo import CHECKPOINT_DIR
 from tracegym.adapters.train import load_base, train_adapter
+from tracegym.analysis.catalogue import CATALOGUE
 from tracegym.analysis.diagnose import diagnose
 from tracegym.analysis.ingest import ingest_paths
 from tracegym.analysis.ingest.outputs import format_table
@@ -137,11 +138,12 @@ def _analyse(folder: Path, root: Path, inputs: list[Path]) -> list[Path]:
 
 
 def trained_capabilities(report: CapabilityReport, fallback: list[str]) -> list[Capability]:
-    """The selected capabilities, or when none is selected the `fallback` ones the report lists."""
+    """The selected capabilities, or when none is selected the `fallback` ones (catalogue names,
+    whether or not the report labels them)."""
     if report.selected or not fallback:
         return report.selected_capabilities()
-    listed = {s.capability.name: s.capability for s in report.capabilities}
-    return [listed[name] for name in fallback if name in listed]
+    catalogue = {capability.name: capability for capability in CATALOGUE}
+    return [catalogue[name] for name in fallback]
 
 
 def _synth(folder: Path, root: Path, config: RunConfig) -> list[Path]:

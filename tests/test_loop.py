@@ -197,3 +197,18 @@ def test_quick_sits_under_the_config_file_and_the_flags(tmp_path):
     assert config.model == "tiny" and config.target.train_tasks == 7  # from quick.toml
     assert config.router.steps == 7 and config.grpo.group_size == 5  # the file over quick.toml, the flag over both
     assert resolve_config(RunConfig, build_parser("run").parse_args(["run", "--out", "x"])).model != "tiny"
+
+
+def test_a_fallback_capability_is_trained_whether_or_not_the_diagnosis_labels_it(tmp_path):
+    from tracegym.cli import build_parser
+    from tracegym.config import resolve_config
+    from tracegym.eval.config import RunConfig
+    from tracegym.eval.pipeline import trained_capabilities
+    from tracegym.schema import CapabilityReport
+
+    unlabelled = CapabilityReport(capabilities=[], selected=[])  # a τ² diagnosis never labels error_recovery
+    assert [c.name for c in trained_capabilities(unlabelled, ["error_recovery"])] == ["error_recovery"]
+    (tmp_path / "c.toml").write_text('[loop]\nfallback_capabilities = ["error_recovry", "test_verification"]\n')
+    args = build_parser("run").parse_args(["run", "--out", "x", "--config", str(tmp_path / "c.toml")])
+    with pytest.raises(UserError, match="no environment family trains error_recovry, test_verification"):
+        resolve_config(RunConfig, args)
