@@ -17,7 +17,9 @@ ranges). For adapter slot s, oracle dialogues of that environment (`synth_envs.b
 families no adapter covers (about as many dialogues in all as one adapter gets, spread over
 those families). The last uncovered family in name order is held out of training, to measure
 routing on a family the router never saw (it should go to the base). When every family has an
-adapter there is no base text and the gates never pick the base.
+adapter there is no base text and the gates never pick the base. A family whose oracle cannot
+be played here (code_repair where no code sandbox can be set up) is left out of the base text,
+with a warning: the router is then trained without it, not refused.
 
 Seeds: training dialogues come from the start of each spec's `train_seeds`, held-out ones from
 the start of its `eval_seeds`; base families use their default knobs and the EnvSpec defaults.
@@ -25,6 +27,7 @@ the start of its `eval_seeds`; base families use their default knobs and the Env
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -34,7 +37,10 @@ from tracegym.adapters.sft import dialogue_tokens
 from tracegym.moe_router.mixture import BASE_SLOT
 from tracegym.schema import EnvSpec
 from tracegym.synth_envs.base import play
-from tracegym.synth_envs.registry import families, make_env
+from tracegym.synth_envs import sandbox
+from tracegym.synth_envs.registry import families, get_family, make_env
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -87,7 +93,7 @@ def router_data(
         train += oracle_dialogues(tokenizer, spec, slot, _first(spec.train_seeds, train_dialogues), max_tokens, assistant_only)
         heldout += oracle_dialogues(tokenizer, spec, slot, _first(spec.eval_seeds, heldout_dialogues), max_tokens, assistant_only)
     covered = {spec.family for spec in specs}
-    uncovered = [name for name in families() if name not in covered]
+    uncovered = [name for name in families() if name not in covered and _playable(name)]
     held_family = uncovered.pop() if uncovered else None
     for family in uncovered:  # base text: about as many dialogues in all as one adapter gets
         spec = EnvSpec(capability=family, family=family)
@@ -97,6 +103,15 @@ def router_data(
         spec = EnvSpec(capability=held_family, family=held_family)
         heldout += oracle_dialogues(tokenizer, spec, BASE_SLOT, _first(spec.eval_seeds, heldout_dialogues), max_tokens)
     return RouterData(train, heldout, uncovered, held_family)
+
+
+def _playable(family: str) -> bool:
+    """Whether `family`'s oracle dialogues can be played here (False, with a warning, when its
+    grading runs code and no code sandbox can be set up)."""
+    problem = sandbox.unavailable() if get_family(family).runs_code else None
+    if problem:
+        logger.warning("router base text leaves out %s: %s", family, problem)
+    return problem is None
 
 
 def _first(seeds: tuple[int, int], count: int) -> range:

@@ -64,6 +64,7 @@ class Environment(environment.Environment, ABC):
     instructions: ClassVar[str]
     max_turns: ClassVar[int] = 12
     max_attempts: ClassVar[int] = 50
+    runs_code: ClassVar[bool] = False  # grading executes code, so playing needs the code sandbox
     # knob settings from easy to hard, searched by calibration (each a partial Config)
     ladder: ClassVar[tuple[dict[str, Any], ...]] = ()
     # this class's typed tools by name, collected when the class is defined

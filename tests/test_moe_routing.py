@@ -184,3 +184,17 @@ def test_router_data_labels_whole_dialogues_or_assistant_turns():
     assert data.heldout_family == uncovered[-1] and data.base_families == uncovered[:-1]
     assert {d.family for d in data.train} == {FAMILIES[0], *uncovered[:-1]} and all(len(d.input_ids) <= 256 for d in data.train)
     assert {d.slot for d in data.heldout if d.family == data.heldout_family} == {0}
+
+
+def test_router_base_text_leaves_out_a_family_that_needs_a_sandbox_this_machine_lacks(monkeypatch, caplog):
+    from tracegym.moe_router.router_data import router_data
+    from tracegym.schema import EnvSpec
+    from tracegym.synth_envs import sandbox
+
+    monkeypatch.setenv(sandbox.SWITCH, "off")
+    _, tokenizer = tiny_model()
+    spec = EnvSpec(capability=FAMILIES[0], family=FAMILIES[0])
+    data = router_data(tokenizer, [spec], 2, 1, 64)
+    assert "code_repair" not in {d.family for d in data.train + data.heldout}
+    assert "code_repair" not in (*data.base_families, data.heldout_family) and data.base_families
+    assert "router base text leaves out code_repair: the sandbox is switched off" in caplog.text

@@ -174,6 +174,7 @@ class CodeRepair(Environment):
     ladder = ({"n_functions": 2}, {"n_functions": 4}, {"n_functions": 6}, {"n_functions": 8}, {"n_functions": 11})
     max_turns = 10
     sandbox_config: ClassVar[sandbox.SandboxConfig] = sandbox.SandboxConfig()  # limits of every run
+    runs_code = True
     instructions = ("You are a software engineer. A test in test_utils.py fails. Find the bug in utils.py and fix it "
                     "with a minimal edit; do not change the tests. When done, reply with a one-line summary of the fix.")
     world: _World
