@@ -12,6 +12,7 @@ import pytest
 from tracegym.synth_envs.sandbox import SandboxUnavailable
 
 REPO = Path(__file__).resolve().parents[1]
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # lets a test ask CUDA for deterministic kernels
 
 
 def shared_data_dir() -> Path:

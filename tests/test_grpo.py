@@ -34,6 +34,7 @@ def _trainer(tmp_path, env=ProseEnv, max_new_tokens=12, credit="trace", temperat
 
 def _sampled_logprob(trainer, episode):
     (group,) = group_batches([episode], torch.zeros(1, len(episode.completion_ids)), trainer.pad_id)
+    group = group.to(trainer.accelerator.device)
     with torch.no_grad():
         return float((token_logprobs(trainer.model, group) * group.loss_mask).sum())
 
@@ -56,13 +57,14 @@ def _unpacked_loss(policy, episodes, advantages, temperature):
     """The GRPO loss of one batch used once (ratio exp(logp - logp.detach())), token mean, each
     episode's whole sequence run on its own."""
     tokens = sum(sum(e.loss_mask) for e in episodes)
-    loss = torch.zeros(())
-    for episode, advantage in zip(episodes, advantages):
-        prompt, completion = episode.train_prompt_ids, torch.tensor(episode.completion_ids)
-        ids = torch.tensor([prompt + episode.completion_ids])
+    device = next(policy.parameters()).device
+    loss = torch.zeros((), device=device)
+    for episode, advantage in zip(episodes, advantages.to(device)):
+        prompt, completion = episode.train_prompt_ids, torch.tensor(episode.completion_ids, device=device)
+        ids = torch.tensor([prompt + episode.completion_ids], device=device)
         logits = policy(input_ids=ids).logits[0, len(prompt) - 1 : -1].float() / temperature
         logprobs = logits.log_softmax(-1).gather(-1, completion[:, None])[:, 0]
-        mask = torch.tensor(episode.loss_mask, dtype=torch.float32)
+        mask = torch.tensor(episode.loss_mask, dtype=torch.float32, device=device)
         loss = loss - (torch.exp(logprobs - logprobs.detach()) * advantage[: len(completion)] * mask).sum() / tokens
     return loss
 
@@ -199,7 +201,7 @@ def test_update_sees_the_prompt_without_the_hint(tmp_path):
     # Unhinted episodes were sampled from exactly this context at temperature 1.0: the recomputed
     # (prompt-shared) log-probs are the sampling log-probs.
     with torch.no_grad():
-        recomputed = token_logprobs(trainer.model, group)
+        recomputed = token_logprobs(trainer.model, group.to(trainer.accelerator.device)).cpu()
     for row, episode in enumerate(episodes):
         if episode.hinted:
             continue
@@ -219,6 +221,7 @@ def test_training_writes_a_loadable_peft_adapter(tmp_path):
     artifact = AdapterArtifact.model_validate_json((tmp_path / "artifact.json").read_text())
     assert artifact.credit == credit and (tmp_path / "learning_curve.png").stat().st_size > 0
     ids = torch.tensor([trainer.tokenizer("hello there")["input_ids"]])
+    trainer.policy.cpu()  # trained on the accelerator's device; compared here on the CPU
     base, _ = chatty_tiny_model()
     loaded = PeftModel.from_pretrained(base, str(tmp_path)).eval()
     with torch.no_grad():

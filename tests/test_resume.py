@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
 import torch
 from adapters_lookup_env import ProseEnv, chatty_tiny_model
 
@@ -29,7 +30,22 @@ def _without_time(records):
     return [{k: v for k, v in r.items() if not k.endswith("_seconds")} for r in records]
 
 
-def test_kill_and_resume_equals_uninterrupted_run(tmp_path):
+@pytest.fixture
+def deterministic_kernels():
+    """Bit-reproducible kernels where the device has non-deterministic ones (CUDA's atomic adds and
+    its fused attention backward passes, with CUBLAS_WORKSPACE_CONFIG set in conftest); the CPU's
+    already are."""
+    fused = torch.backends.cuda.flash_sdp_enabled(), torch.backends.cuda.mem_efficient_sdp_enabled()
+    torch.backends.cuda.enable_flash_sdp(False)
+    torch.backends.cuda.enable_mem_efficient_sdp(False)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    yield
+    torch.use_deterministic_algorithms(False)
+    torch.backends.cuda.enable_flash_sdp(fused[0])
+    torch.backends.cuda.enable_mem_efficient_sdp(fused[1])
+
+
+def test_kill_and_resume_equals_uninterrupted_run(tmp_path, deterministic_kernels):
     straight = _trainer(tmp_path / "straight")
     straight.train(progress=False)
 

@@ -37,7 +37,7 @@ def test_warm_start_lowers_loss_and_saves_a_loadable_adapter(tmp_path):
     assert (tmp_path / "sft" / "adapter_config.json").is_file()
     assert (tmp_path / "sft" / "adapter_model.safetensors").is_file()
     ids = torch.tensor([dialogue_tokens(tokenizer, play(LookupEnv(), 1, LookupEnv().oracle(1))[0])["input_ids"]])
-    peft_model.eval()
+    peft_model.cpu().eval()  # trained on the accelerator's device; compared here on the CPU
     with torch.no_grad():
         expected = peft_model(input_ids=ids).logits
         base, _ = tiny_model()
