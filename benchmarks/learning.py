@@ -139,15 +139,19 @@ def warm_start_scored(spec: EnvSpec, settings: dict[str, Any], lr: float, out: P
 
 def scored(path: Path, policy: Any, tokenizer: Any, spec: EnvSpec, settings: dict[str, Any], rollout: RolloutConfig) -> HeldoutScores:
     """Held-out scores of `policy`, cached in `path` with the temperature of its sampled episodes
-    (a cache scored at another temperature is refused)."""
+    (a cache of other seeds, sample counts or temperature is refused)."""
+    seeds = list(range(spec.eval_seeds[0], spec.eval_seeds[0] + settings["heldout"]))
     if not path.is_file():
-        seeds = range(spec.eval_seeds[0], spec.eval_seeds[0] + settings["heldout"])
         scores = score_heldout(policy, tokenizer, env_factory_for(spec), seeds, rollout, sampled=settings["sampled"])
         path.write_text(json.dumps({**scores.to_dict(), "temperature": rollout.temperature}))
     kept = json.loads(path.read_text())
-    if kept.get("temperature") != rollout.temperature:
-        raise SystemExit(f"{path}: sampled at temperature {kept.get('temperature')}, not the {rollout.temperature} asked for; "
-                         "use another --out")
+    asked = {"seeds": seeds, "sampled_rollouts": settings["sampled"], "temperature": rollout.temperature}
+    differ = [key for key, value in asked.items() if kept.get(key) != value]
+    if differ:
+        held = f"{len(kept['seeds'])} seeds, {kept['sampled_rollouts']} samples each at temperature {kept.get('temperature')}"
+        raise SystemExit(f"{path}: holds {held}, not the {settings['heldout']} seeds, {settings['sampled']} samples at "
+                         f"temperature {rollout.temperature} asked for; use another --out, or delete the heldout_*.json files "
+                         "to score the runs again")
     return HeldoutScores.from_dict(kept)
 
 

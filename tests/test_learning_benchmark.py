@@ -1,8 +1,8 @@
 """Smoke of benchmarks/learning.py --quick on the tiny model: both families, both credits, the paired
 comparisons, result.json and the curves PNG; runs trained apart with --only are reused, runs spread
 over processes with --jobs give the same results, and a --warm-start size reaches those processes
-(a folder holding another size is refused), and held-out scores sampled at another temperature are
-refused."""
+(a folder holding another size is refused), and held-out scores of other seeds or another temperature
+are refused."""
 
 from __future__ import annotations
 
@@ -48,8 +48,10 @@ def test_learning_benchmark_quick(tmp_path, capsys, monkeypatch):
         assert not (folder / "trace_0" / "checkpoint" / "adapter" / "reference").exists()
     assert (tmp_path / "curves.png").stat().st_size > 0
     assert "trace - grpo" in capsys.readouterr().out
-    with pytest.raises(SystemExit, match="sampled at temperature 1.0, not the 0.5 asked for"):
+    with pytest.raises(SystemExit, match="holds 3 seeds, 1 samples each at temperature 1.0, not the 3 seeds, 1 samples at temperature 0.5"):
         module.main(["--quick", "--out", str(tmp_path), "--families", "error_recovery", "--temperature", "0.5"])
+    with pytest.raises(SystemExit, match="holds 3 seeds, 1 samples each at temperature 1.0, not the 4 seeds"):
+        module.main(["--quick", "--out", str(tmp_path), "--families", "error_recovery", "--heldout", "4"])
 
     spread = tmp_path / "jobs"  # the same family's runs, each in a process of its own: the same results
     assert module.main(["--quick", "--out", str(spread), "--families", "error_recovery", "--jobs", "2"]) == 0
