@@ -220,6 +220,9 @@ def _plain_grpo(folder: Path, policy: str, rollouts: int, config: RunConfig) -> 
     return _train(folder, spec, plain, env_factory=functools.partial(make_target, target))
 
 
+SUMMARY_METRICS = ("greedy_reward", "sampled_reward")  # the held-out figures of each adapter in the closing table
+
+
 def _summary(root: Path, specs: list[EnvSpec], artifacts: list[AdapterArtifact], config: RunConfig) -> dict[str, object]:
     report = CapabilityReport.model_validate_json((root / "analysis" / "capabilities.json").read_text())
     trained = {a.capability: a for a in artifacts}
@@ -227,14 +230,11 @@ def _summary(root: Path, specs: list[EnvSpec], artifacts: list[AdapterArtifact],
     for spec in specs:
         artifact = trained.get(spec.capability)
         metrics = artifact.metrics if artifact else {}
-        rows.append({
-            "capability": spec.capability,
-            "family": spec.family,
-            "adapter": artifact.path if artifact else None,
-            "heldout_before": metrics.get("heldout_before", {}).get("greedy_reward", {}).get("mean"),
-            "heldout_after": metrics.get("heldout_after", {}).get("greedy_reward", {}).get("mean"),
-            "heldout_difference": metrics.get("heldout_difference", {}).get("greedy_reward"),
-        })
+        heldout = {metric: {"before": metrics["heldout_before"][metric]["mean"], "after": metrics["heldout_after"][metric]["mean"],
+                            "difference": metrics["heldout_difference"][metric]}
+                   for metric in SUMMARY_METRICS if metric in metrics.get("heldout_difference", {})}
+        rows.append({"capability": spec.capability, "family": spec.family, "adapter": artifact.path if artifact else None,
+                     "heldout": heldout})
     return {"run_dir": str(root), "selected": report.selected, "model": config.model, "adapters": rows}
 
 
@@ -242,16 +242,18 @@ def format_summary(summary: dict[str, object]) -> str:
     """The closing table of `tracegym run`."""
     lines = [f"run directory: {summary['run_dir']}   model: {summary['model']}",
              f"selected capabilities: {', '.join(summary['selected']) or 'none'}",
-             "held-out greedy reward before -> after training, with the paired 95% interval of the change",
-             f"{'capability':30s} {'family':28s} {'before':>7s} {'after':>7s} {'change [95% interval]':>24s}  adapter"]
+             "held-out reward on each adapter's environment before -> after GRPO, with the paired 95% interval of the change",
+             f"{'capability':28s} {'family':26s} {'episodes':15s} {'before':>7s} {'after':>7s} {'change [95% interval]':>24s}  adapter"]
     for row in summary["adapters"]:
-        before, after, change = row["heldout_before"], row["heldout_after"], row["heldout_difference"]
-        interval = f"{change['mean']:+.3f} [{change['low']:+.3f}, {change['high']:+.3f}]" if change else "-"
-        lines.append(
-            f"{row['capability'][:30]:30s} {row['family'][:28]:28s} "
-            f"{'-' if before is None else f'{before:.3f}':>7s} {'-' if after is None else f'{after:.3f}':>7s} {interval:>24s}  "
-            f"{row['adapter'] or 'not trained (raise --max-adapters)'}"
-        )
+        scored = row["heldout"] or {"-": {"before": None, "after": None, "difference": None}}
+        for metric, heldout in scored.items():
+            before, after, change = heldout["before"], heldout["after"], heldout["difference"]
+            interval = f"{change['mean']:+.3f} [{change['low']:+.3f}, {change['high']:+.3f}]" if change else "-"
+            lines.append(
+                f"{row['capability'][:28]:28s} {row['family'][:26]:26s} {metric.split('_')[0]:15s} "
+                f"{'-' if before is None else f'{before:.3f}':>7s} {'-' if after is None else f'{after:.3f}':>7s} {interval:>24s}  "
+                f"{row['adapter'] or 'not trained (raise --max-adapters)'}"
+            )
     if "arms" in summary:
         lines += ["", "held-out split, greedy: success and reward [95% interval], training rollouts",
                   f"{'arm':40s} {'success':>22s} {'reward':>22s} {'rollouts':>9s}"]
