@@ -72,6 +72,11 @@ class Point:
     def in_band(self, config: CalibrationConfig) -> bool:
         return config.low <= self.mean_reward <= config.high
 
+    def trainable(self, config: CalibrationConfig) -> bool:
+        """Mean in band and at least one success: a mean in band from partial credit alone never
+        shows GRPO a solved episode (measured: error_recovery at 2 packages, mean 0.2, success 0)."""
+        return self.in_band(config) and self.success_rate > 0
+
     def accepted(self, config: CalibrationConfig) -> bool:
         """The paper's full acceptance: mean and success in band, few degenerate groups."""
         return (self.in_band(config) and config.low <= self.success_rate <= config.high
@@ -97,11 +102,14 @@ class Calibration:
 
 
 def calibrate(family: str, measure: Measure, config: CalibrationConfig, policy: str = "") -> Calibration:
-    """Bisect the family's ladder (easy -> hard) until the mean reward is inside the band, measuring
-    `config.seeds` seeds × `config.rollouts` rollouts per rung.
+    """Bisect the family's ladder (easy -> hard) until a rung is `Point.trainable` (mean reward
+    inside the band and some episode solved), measuring `config.seeds` seeds × `config.rollouts`
+    rollouts per rung.
 
-    Too easy (mean above the band) moves harder, too hard moves easier. If no rung lands in the
-    band, the rung whose mean is closest to the band is chosen and `in_band` is False.
+    Too easy (mean above the band) moves harder; too hard (mean below the band, or no success)
+    moves easier. If no rung is trainable, the choice goes to a rung both solved and failed at
+    times (GRPO's groups can vary), then to one in band, then to the mean closest to the band;
+    `in_band` says whether the chosen mean is in the band.
     """
     ladder = get_family(family).ladder
     if not ladder:
@@ -114,7 +122,7 @@ def calibrate(family: str, measure: Measure, config: CalibrationConfig, policy: 
         curve.append(point)
         logger.info("%s rung %d %s: mean reward %.3f, success %.2f", family, middle, point.knobs, point.mean_reward,
                     point.success_rate)
-        if point.in_band(config):
+        if point.trainable(config):
             break
         if point.mean_reward > config.high:
             low = middle + 1
@@ -122,7 +130,8 @@ def calibrate(family: str, measure: Measure, config: CalibrationConfig, policy: 
             high = middle - 1
     centre = (config.low + config.high) / 2
     # ties (e.g. a policy that solves every rung) go to the hardest rung when too easy, the easiest when too hard
-    best = min(curve, key=lambda p: (not p.in_band(config), round(abs(p.mean_reward - centre), 6),
+    best = min(curve, key=lambda p: (not p.trainable(config), not 0 < p.success_rate < 1, not p.in_band(config),
+                                     round(abs(p.mean_reward - centre), 6),
                                      -p.ladder_index if p.mean_reward > config.high else p.ladder_index))
     return Calibration(family, config, best.knobs, best.in_band(config), best.accepted(config), curve, policy)
 

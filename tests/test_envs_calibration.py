@@ -69,3 +69,16 @@ def test_backend_measure_runs_real_rollouts_with_the_tiny_model() -> None:
     groups = measure("precondition_verification", {"max_conditions": 1}, [0, 1], 2)
     assert len(groups) == 2 and all(len(g) == 2 for g in groups)
     assert all(0.0 <= r <= 1.0 for g in groups for r in g)
+
+
+@pytest.mark.parametrize("easiest", [[[1.0, 0.0]], [[1.0, 1.0], [1.0, 0.0]]], ids=["in band", "above band, mixed"])
+def test_a_rung_in_band_by_partial_credit_alone_is_passed_for_an_easier_one_solved_sometimes(easiest) -> None:
+    ladder = get_family("error_recovery").ladder
+
+    def measure(family, knobs, seeds, rollouts):  # harder rungs: 0.25 each episode, never solved
+        return [easiest[seed % len(easiest)] if knobs == ladder[0] else [0.25, 0.25] for seed in seeds]
+
+    result = calibrate("error_recovery", measure, CalibrationConfig(seeds=4, rollouts=2))
+    assert result.knobs == ladder[0] and result.in_band == (easiest == [[1.0, 0.0]])
+    middle = next(p for p in result.curve if p.ladder_index == (len(ladder) - 1) // 2)
+    assert middle.in_band(result.config) and not middle.trainable(result.config)
