@@ -68,7 +68,15 @@ class ErrorRecovery(Environment):
         "giving up or fabricating results when a call fails."
     )
     Config = Config
-    ladder = ({"n_packages": 1, "failure_rate": 0.5, "n_error_kinds": 1}, {"n_packages": 2, "failure_rate": 0.5, "n_error_kinds": 2}, {"n_packages": 3, "failure_rate": 0.6, "n_error_kinds": 4}, {"n_packages": 5, "failure_rate": 0.8, "n_error_kinds": 4}, {"n_packages": 8, "failure_rate": 1.0, "max_failures": 3, "n_error_kinds": 4})
+    # One knob at a time from rung 0 to 2: a short warm start of the demo's base agent that solved rung 0
+    # greedily scored a sampled reward of 0.05 when packages and error kinds rose together (measured,
+    # benchmarks/warm_start_probe.py --rung 1), too little signal for GRPO's groups.
+    ladder = ({"n_packages": 1, "failure_rate": 0.5, "n_error_kinds": 1},
+              {"n_packages": 2, "failure_rate": 0.5, "n_error_kinds": 1},
+              {"n_packages": 2, "failure_rate": 0.5, "n_error_kinds": 2},
+              {"n_packages": 3, "failure_rate": 0.6, "n_error_kinds": 4},
+              {"n_packages": 5, "failure_rate": 0.8, "n_error_kinds": 4},
+              {"n_packages": 8, "failure_rate": 1.0, "max_failures": 3, "n_error_kinds": 4})
     max_turns = 12
     instructions = ("You track packages with an unreliable API. Errors tell you what to do; follow them and retry. "
                     'Finish with a JSON object mapping each package id the user gave to its status, e.g. {"PKG-1234": "delivered"}.')
