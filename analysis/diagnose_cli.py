@@ -15,12 +15,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tracegym.analysis.diagnose import DiagnoseConfig, Diagnosis, attach_gold_patches, diagnose
+from tracegym.analysis.diagnose import DiagnoseConfig, attach_gold_patches, diagnose
 from tracegym.analysis.ingest import IngestError, IngestResult, ingest_paths
 from tracegym.analysis.ingest.outputs import empty_input, format_skipped
 from tracegym.analysis.judge import LLMJudge
 from tracegym.analysis.llm_client import OpenAIChatClient
-from tracegym.analysis.report import write_outputs
+from tracegym.analysis.report import selection_table, write_outputs
 from tracegym.config import add_config_arguments, resolve_config
 from tracegym.errors import UserError
 from tracegym.files import writing_into
@@ -80,25 +80,6 @@ def run(args: argparse.Namespace) -> int:
     diagnosis.ingest = ingested
     with writing_into(args.out):
         path = write_outputs(diagnosis, args.out)
-    print(summary(diagnosis))
+    print(selection_table(diagnosis.report))
     print(f"wrote {args.out / 'capabilities.json'} and {path}")
     return 0
-
-
-def summary(diagnosis: Diagnosis) -> str:
-    """The selection table printed to the terminal."""
-    report = diagnosis.report
-    lines = [f"{'capability':<30} {'Cov':>5} {'Δ':>6} {'Δ 95% CI':>15} {'paired':>7} {'pass':>5}  selected",
-             "-" * 82]
-    for s in report.capabilities:
-        covs = [c for c in s.cov if c is not None]
-        cov = f"{sum(covs) / len(covs):.2f}" if covs else "–"
-        delta = f"{s.delta_mean:+.2f}" if s.delta_mean is not None else "–"
-        ci = f"[{s.delta_ci[0]:+.2f},{s.delta_ci[1]:+.2f}]" if s.delta_ci else "–"
-        paired = f"{s.paired_delta:+.2f}" if s.paired_delta is not None else "–"
-        lines.append(f"{s.capability.name:<30} {cov:>5} {delta:>6} {ci:>15} {paired:>7} {s.runs_passed:>2}/{report.params['n']:<2}  "
-                     f"{'yes' if s.selected else 'no'}")
-    sources = ", ".join(f"{k} {v}" for k, v in report.failure_sources.items())
-    lines.append(f"failure sources: {sources}; union coverage of selected: "
-                 f"{report.union_coverage:.2f}" if report.union_coverage is not None else f"failure sources: {sources}")
-    return "\n".join(lines)

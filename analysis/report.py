@@ -99,6 +99,23 @@ def _capability_table(report: CapabilityReport) -> list[str]:
     return lines
 
 
+def selection_table(report: CapabilityReport) -> str:
+    """The selection table printed to the terminal (`tracegym diagnose`, and `tracegym run`'s analysis stage)."""
+    lines = [f"{'capability':<30} {'Cov':>5} {'Δ':>6} {'Δ 95% CI':>15} {'paired':>7} {'pass':>5}  selected",
+             "-" * 82]
+    for s in report.capabilities:
+        cov = _fmt(_mean(s.cov))
+        delta = f"{s.delta_mean:+.2f}" if s.delta_mean is not None else "–"
+        ci = f"[{s.delta_ci[0]:+.2f},{s.delta_ci[1]:+.2f}]" if s.delta_ci else "–"
+        paired = f"{s.paired_delta:+.2f}" if s.paired_delta is not None else "–"
+        lines.append(f"{s.capability.name:<30} {cov:>5} {delta:>6} {ci:>15} {paired:>7} {s.runs_passed:>2}/{report.params['n']:<2}  "
+                     f"{'yes' if s.selected else 'no'}")
+    sources = ", ".join(f"{k} {v}" for k, v in report.failure_sources.items())
+    lines.append(f"failure sources: {sources}; union coverage of selected: "
+                 f"{report.union_coverage:.2f}" if report.union_coverage is not None else f"failure sources: {sources}")
+    return "\n".join(lines)
+
+
 def _where(index: int | None) -> str:
     return f"msg {index}" if index is not None else "run"
 
