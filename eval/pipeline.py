@@ -31,6 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterable
 
+from tracegym.adapters.artifacts import CURVE_FILE
 from tracegym.adapters.checkpoint import find_checkpoint
 from tracegym.adapters.grpo import CHECKPOINT_DIR
 from tracegym.adapters.train import load_base, train_adapter
@@ -38,7 +39,7 @@ from tracegym.analysis.catalogue import CATALOGUE
 from tracegym.analysis.diagnose import diagnose
 from tracegym.analysis.ingest import ingest_paths
 from tracegym.analysis.ingest.outputs import format_table
-from tracegym.analysis.report import write_outputs
+from tracegym.analysis.report import selection_table, write_outputs
 from tracegym.config import config_dict
 from tracegym.eval.arms import Arm, adapter_arm, evaluate_arm, heldout_seeds, split_summary
 from tracegym.eval.base_agent import MODEL_DIR, make_base_agent
@@ -81,7 +82,7 @@ def run_pipeline(out_dir: str | Path, config: RunConfig) -> dict[str, object]:
         artifacts = []
         for spec in specs[: config.max_adapters]:
             name = f"adapters/{spec.capability}"
-            stage(name, lambda folder, spec=spec: _train(folder, spec, train_config))
+            stage(name, lambda folder, spec=spec: _train(folder, run.root, spec, train_config))
             artifacts.append(AdapterArtifact.model_validate_json((run.root / name / "artifact.json").read_text()))
         run.record("turn_budget_tokens", {a.capability: {"family": a.env_spec.family, "tokens": a.metrics.get("turn_budget_tokens")}
                                           for a in artifacts})
@@ -133,7 +134,9 @@ def _rollouts(folder: Path, root: Path, policy: str, config: RunConfig) -> list[
 
 def _analyse(folder: Path, root: Path, inputs: list[Path]) -> list[Path]:
     trajectories = list(read_jsonl(root / "trajectories" / "trajectories.jsonl"))
-    write_outputs(diagnose(trajectories, inputs, progress=True), folder)
+    diagnosis = diagnose(trajectories, inputs, progress=True)
+    write_outputs(diagnosis, folder)
+    print(selection_table(diagnosis.report))
     return [folder / "capabilities.json", folder / "report.md"]
 
 
@@ -152,8 +155,10 @@ def _synth(folder: Path, root: Path, config: RunConfig) -> list[Path]:
     return [folder / "env_specs.jsonl", folder / "matches.json"]
 
 
-def _train(folder: Path, spec: EnvSpec, config: RunConfig, env_factory: Callable[[], TargetEnvironment] | None = None) -> list[Path]:
-    train_adapter(spec, folder, config, resume=find_checkpoint(folder / CHECKPOINT_DIR) is not None, env_factory=env_factory)
+def _train(folder: Path, root: Path, spec: EnvSpec, config: RunConfig,
+           env_factory: Callable[[], TargetEnvironment] | None = None) -> list[Path]:
+    with printed_to_log(root):  # the warm start's SFT trainer prints its loss dicts
+        train_adapter(spec, folder, config, resume=find_checkpoint(folder / CHECKPOINT_DIR) is not None, env_factory=env_factory)
     return [folder / "artifact.json", folder / "adapter_model.safetensors"]
 
 
@@ -188,7 +193,7 @@ def _close_loop(run: RunDirectory, config: RunConfig, policy: str, artifacts: li
                  Arm("mixture", "routed", routed, "token", policy, rollouts, calibrated, spent)]
     training_logs = {adapter_arm(a.capability): d for a, d in zip(artifacts, adapter_dirs)}
     if config.loop.plain_grpo and rollouts:
-        stage("plain_grpo", lambda folder: _plain_grpo(folder, policy, rollouts, config))
+        stage("plain_grpo", lambda folder: _plain_grpo(folder, run.root, policy, rollouts, config))
         plain = AdapterArtifact.model_validate_json((run.root / "plain_grpo" / "artifact.json").read_text())
         arms.append(Arm("plain_grpo", "peft", plain.path, "", policy, int(plain.metrics["rollouts"]), 0, seconds("plain_grpo")))
         training_logs["plain_grpo"] = Path(plain.path)
@@ -209,7 +214,7 @@ def _route(folder: Path, adapter_dirs: list[Path], policy: str, config: RunConfi
     return sorted(p for p in out.rglob("*") if p.is_file())
 
 
-def _plain_grpo(folder: Path, policy: str, rollouts: int, config: RunConfig) -> list[Path]:
+def _plain_grpo(folder: Path, root: Path, policy: str, rollouts: int, config: RunConfig) -> list[Path]:
     """GRPO on the target's train split with at least `rollouts` training episodes, from the base agent."""
     per_step = config.grpo.groups_per_step * config.grpo.group_size
     target = config.target
@@ -217,7 +222,7 @@ def _plain_grpo(folder: Path, policy: str, rollouts: int, config: RunConfig) -> 
                    eval_seeds=(heldout_seeds(target)[0], heldout_seeds(target)[-1] + 1))
     plain = replace(config, model=policy, grpo=replace(config.grpo, steps=math.ceil(rollouts / per_step)),
                     warm_start=replace(config.warm_start, enabled=False), eval=replace(config.eval, seeds=0))
-    return _train(folder, spec, plain, env_factory=functools.partial(make_target, target))
+    return _train(folder, root, spec, plain, env_factory=functools.partial(make_target, target))
 
 
 SUMMARY_METRICS = ("greedy_reward", "sampled_reward")  # the held-out figures of each adapter in the closing table
@@ -234,7 +239,8 @@ def _summary(root: Path, specs: list[EnvSpec], artifacts: list[AdapterArtifact],
                             "difference": metrics["heldout_difference"][metric]}
                    for metric in SUMMARY_METRICS if metric in metrics.get("heldout_difference", {})}
         rows.append({"capability": spec.capability, "family": spec.family, "adapter": artifact.path if artifact else None,
-                     "heldout": heldout})
+                     "knobs": (artifact.env_spec if artifact else spec).knobs,
+                     "calibrated": bool(artifact and artifact.env_spec.calibration.get("calibrated")), "heldout": heldout})
     return {"run_dir": str(root), "selected": report.selected, "model": config.model, "adapters": rows}
 
 
@@ -254,6 +260,11 @@ def format_summary(summary: dict[str, object]) -> str:
                 f"{'-' if before is None else f'{before:.3f}':>7s} {'-' if after is None else f'{after:.3f}':>7s} {interval:>24s}  "
                 f"{row['adapter'] or 'not trained (raise --max-adapters)'}"
             )
+    for row in summary["adapters"]:
+        if row["adapter"]:
+            knobs = ", ".join(f"{name}={value}" for name, value in row["knobs"].items())
+            lines.append(f"{row['capability']}: trained on {row['family']} at {knobs}{' (calibrated)' if row['calibrated'] else ''}; "
+                         f"training reward per step: {Path(row['adapter']) / CURVE_FILE}")
     if "arms" in summary:
         lines += ["", "held-out split, greedy: success and reward [95% interval], training rollouts",
                   f"{'arm':40s} {'success':>22s} {'reward':>22s} {'rollouts':>9s}"]

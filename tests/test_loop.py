@@ -212,3 +212,23 @@ def test_a_fallback_capability_is_trained_whether_or_not_the_diagnosis_labels_it
     args = build_parser("run").parse_args(["run", "--out", "x", "--config", str(tmp_path / "c.toml")])
     with pytest.raises(UserError, match="no environment family trains error_recovry, test_verification"):
         resolve_config(RunConfig, args)
+
+
+def test_an_adapters_warm_start_prints_its_loss_dicts_to_run_log_not_the_terminal(tmp_path, capfd):
+    from dataclasses import replace
+
+    from tracegym.cli import build_parser
+    from tracegym.config import resolve_config
+    from tracegym.eval.cli import QUICK
+    from tracegym.eval.config import RunConfig
+    from tracegym.eval.pipeline import _train
+    from tracegym.eval.run_log import LOG_FILE
+    from tracegym.schema import EnvSpec
+
+    config = resolve_config(RunConfig, build_parser("run").parse_args(["run", "--quick", "--out", "x"]), QUICK)
+    config = replace(config, warm_start=replace(config.warm_start, enabled=True, dialogues=2, steps=1),
+                     calibration=replace(config.calibration, enabled=False))
+    spec = EnvSpec(capability="error_recovery", family="error_recovery", knobs={})
+    _train(tmp_path / "adapters" / "error_recovery", tmp_path, spec, config)
+    assert "'loss'" not in capfd.readouterr().out
+    assert "'loss'" in (tmp_path / LOG_FILE).read_text()

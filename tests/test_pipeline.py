@@ -10,7 +10,7 @@ from tracegym.adapters.config import EvalConfig, GRPOConfig, WarmStartConfig
 from tracegym.analysis.examples import write_example_run
 from tracegym.config import RolloutConfig
 from tracegym.eval.config import RunConfig
-from tracegym.eval.pipeline import run_pipeline
+from tracegym.eval.pipeline import format_summary, run_pipeline
 from tracegym.synth_envs.calibration import CalibrationConfig
 
 
@@ -24,6 +24,7 @@ def test_run_without_training_writes_every_stage_and_skips_them_on_rerun(tmp_pat
     summary = run_pipeline(tmp_path, config)
     assert summary["selected"], "the example run has capabilities to select"
     assert [row["capability"] for row in summary["adapters"]] == summary["selected"]
+    assert "Δ 95% CI" in capsys.readouterr().out, "the analysis stage prints the selection table"
     manifest = json.loads((tmp_path / "run.json").read_text())
     assert list(manifest["stages"]) == ["trajectories", "analysis", "envs"]
     assert all(stage["status"] == "complete" for stage in manifest["stages"].values())
@@ -62,3 +63,16 @@ def test_tiny_end_to_end_trains_one_adapter_and_resumes_nothing(tmp_path):
     run_pipeline(tmp_path, config)
     again = json.loads((tmp_path / "run.json").read_text())
     assert again["stages"][f"adapters/{trained[0]['capability']}"]["seconds"] == seconds, "complete adapter retrained"
+
+
+def test_the_closing_table_gives_the_change_and_names_the_environment_and_its_curve():
+    change = {"before": 0.469, "after": 0.875, "difference": {"mean": 0.406, "low": 0.25, "high": 0.5625}}
+    summary = {"run_dir": "r", "model": "m", "selected": [], "adapters": [
+        {"capability": "error_recovery", "family": "error_recovery", "adapter": "/r/adapters/error_recovery",
+         "knobs": {"n_packages": 1, "n_error_kinds": 1}, "calibrated": True, "heldout": {"sampled_reward": change}},
+        {"capability": "policy_compliance", "family": "precondition_verification", "adapter": None, "knobs": {}, "calibrated": False,
+         "heldout": {}}]}
+    text = format_summary(summary)
+    assert "0.469   0.875  +0.406 [+0.250, +0.562]" in text
+    assert "error_recovery: trained on error_recovery at n_packages=1, n_error_kinds=1 (calibrated)" in text
+    assert "/r/adapters/error_recovery/learning_curve.png" in text and "policy_compliance: trained" not in text
