@@ -104,10 +104,10 @@ def family_warm_start(text: str) -> tuple[str, tuple[int, int]]:
     return family_name(family), warm_start_size(size)
 
 
-def easiest_spec(family: str) -> EnvSpec:
-    """The family at the first rung of its difficulty ladder (its defaults if it has none)."""
+def rung_spec(family: str, rung: int = 0) -> EnvSpec:
+    """The family at rung `rung` of its difficulty ladder (default 0, the easiest; its defaults if it has none)."""
     ladder = get_family(family).ladder
-    return EnvSpec(capability=family, family=family, knobs=dict(ladder[0]) if ladder else {})
+    return EnvSpec(capability=family, family=family, knobs=dict(ladder[rung]) if ladder else {})
 
 
 def warm_started(spec: EnvSpec, settings: dict[str, Any], lr: float, folder: Path) -> dict[str, Any]:
@@ -210,7 +210,7 @@ def spread_runs(family: str, settings: dict[str, Any], args: argparse.Namespace,
 def run_family(family: str, settings: dict[str, Any], args: argparse.Namespace, out: Path) -> dict[str, Any]:
     """The warm start, its held-out scores and every (credit, seed) run of one family (spread over
     `args.jobs` processes when > 1); "seconds" is this call's wall time, which excludes work reused from `out`."""
-    spec = easiest_spec(family)
+    spec = rung_spec(family)
     rollout = rollout_config(settings)
     started = time.perf_counter()
     warm, before = warm_start_scored(spec, settings, args.warm_lr, out, rollout)

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 import torch
-from learning import FULL, easiest_spec, family_name, trainer_from_warm_start, warm_started
+from learning import FULL, family_name, rung_spec, trainer_from_warm_start, warm_started
 from timing import Clock, speedup_line
 
 from tracegym.adapters.config import WarmStartConfig
@@ -62,7 +62,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    spec, settings, scratch = easiest_spec(args.family), {**FULL, "micro_batch": MICRO_BATCH}, Path(tempfile.mkdtemp(prefix="micro_"))
+    spec, settings, scratch = rung_spec(args.family), {**FULL, "micro_batch": MICRO_BATCH}, Path(tempfile.mkdtemp(prefix="micro_"))
     warm = args.warm or scratch / "warm_start"
     warm_started(spec, settings, WarmStartConfig.learning_rate, warm)
     trainer = trainer_from_warm_start(spec, settings, "grpo", 0, settings["lr"], warm, scratch / "run", RolloutConfig())

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from learning import FULL, QUICK, easiest_spec, rollout_config, scored, trainer_from_warm_start, warm_start_scored
+from learning import FULL, QUICK, rollout_config, rung_spec, scored, trainer_from_warm_start, warm_start_scored
 
 from tracegym.adapters.config import WarmStartConfig
 from tracegym.adapters.grpo import read_log
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     checkpoints = sorted(int(step) for step in args.checkpoints.split(","))
     settings = dict(QUICK if args.quick else FULL, steps=checkpoints[-1], redraws=0)  # every rate sees the same seeds
     settings.update({key: getattr(args, key) for key in ("heldout", "sampled", "groups") if getattr(args, key) is not None})
-    spec, rollout = easiest_spec(args.family), rollout_config(settings)
+    spec, rollout = rung_spec(args.family), rollout_config(settings)
     first, end = spec.eval_seeds[0] + args.validation_offset, spec.eval_seeds[1]
     if first + settings["heldout"] > end:
         parser.error(f"{settings['heldout']} validation seeds from offset {args.validation_offset} pass the held-out range's "

@@ -9,7 +9,7 @@ and the share of seeds whose sampled episodes all failed or all succeeded (mean 
 groups on such seeds are flat and teach nothing, so a warm start in the band by a few always-solved
 seeds leaves GRPO little to learn from.
 
-    python benchmarks/warm_start_probe.py precondition_verification 8x4 8x6 12x6 [--out DIR]
+    python benchmarks/warm_start_probe.py precondition_verification 8x4 8x6 12x6 [--out DIR] [--rung N] [--model PATH]
 
 Cost: 2.5-6 min a size on one core (SmolLM2-135M), most of it the scoring.
 """
@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from learning import FULL, easiest_spec, family_name, warm_start_size, warm_started
+from learning import FULL, family_name, rung_spec, warm_start_size, warm_started
 
 from tracegym.adapters.config import WarmStartConfig
 from tracegym.adapters.heldout import score_heldout
@@ -42,8 +42,11 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"rollout temperature of the sampled episodes (default learning.py's, {FULL['temperature']})")
     parser.add_argument("--warm-lr", type=float, default=WarmStartConfig.learning_rate, help="warm-start learning rate")
     parser.add_argument("--out", type=Path, help="keep each warm start here (default: a temporary folder)")
+    parser.add_argument("--rung", type=int, default=0, help="the family's ladder rung (default 0, the easiest)")
+    parser.add_argument("--model", default=FULL["model"],
+                        help="the model warm-started, e.g. a loop's base_agent/model (default the embedded SmolLM2-135M)")
     args = parser.parse_args(argv)
-    spec = easiest_spec(args.family)
+    spec = rung_spec(args.family, args.rung)
     band = CalibrationConfig()
     seeds = range(spec.train_seeds[0], spec.train_seeds[0] + args.probe)
     print(f"{args.family} {spec.knobs}: reward on training seeds {seeds.start}..{seeds.stop - 1}, band [{band.low}, {band.high}]")
@@ -51,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="tracegym-warm-probe-") as scratch:
         out = args.out or Path(scratch)
         for dialogues, steps in args.sizes:
-            settings = {**FULL, "warm_start": {args.family: (dialogues, steps)}}
+            settings = {**FULL, "model": args.model, "warm_start": {args.family: (dialogues, steps)}}
             folder = out / f"{args.family}_{dialogues}x{steps}"
             warm_started(spec, settings, args.warm_lr, folder)
             model, tokenizer = load_base(settings["model"])
