@@ -184,3 +184,10 @@ def test_run_json_records_the_resolved_config(tmp_path):
     assert recorded["grpo"]["steps"] == 3 and recorded["calibration"]["seeds"] == 5 and recorded["model"] == "tiny"
     assert recorded["max_adapters"] == 0 and recorded["grpo"]["credit"]["credit"] == "trace"
     assert Path(tmp_path / "run" / "analysis" / "capabilities.json").is_file()
+
+
+@pytest.mark.parametrize("name", ["default", "quick", "gpu"])
+def test_each_shipped_config_resolves(name: str) -> None:
+    path = Path(__file__).resolve().parents[1] / "configs" / f"{name}.toml"
+    config = resolve_config(RunConfig, build_parser("run").parse_args(["run", "--out", "x", "--config", str(path)]))
+    assert config.max_adapters >= 1 and config.grpo.steps >= 1
