@@ -120,8 +120,14 @@ class EvalConfig:
     """Held-out evaluation on the environment's evaluation seeds, unhinted."""
 
     flag_prefix: ClassVar[str] = "eval"
-    seeds: int = option(64, "held-out seeds scored before and after training, each once greedily (0: skip)")
+    seeds: int = option(64, "held-out seeds scored before and after training (0: skip)")
     sampled: int = option(4, "sampled rollouts per held-out seed, at the rollout temperature (0: greedy only)")
+    greedy: bool = option(True, "one greedy episode per held-out seed as well (off: sampled only, e.g. at a rung "
+                                "the policy already solves greedily)")
+
+    def __post_init__(self) -> None:
+        if self.seeds and not (self.greedy or self.sampled):
+            raise ValueError("eval: greedy is off and sampled is 0, so held-out seeds would score nothing")
 
 
 @dataclass

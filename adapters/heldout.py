@@ -1,5 +1,5 @@
 """Held-out scoring of a policy on an environment's evaluation seeds, unhinted, per seed: one greedy
-episode and `sampled` episodes at the rollout temperature. Policies scored on the same seeds with
+episode (unless turned off) and `sampled` episodes at the rollout temperature. Policies scored on the same seeds with
 the same sampling seed compare pairwise (`compare`): the sampling seed of every (seed, rollout,
 turn) is fixed by the engine, not by what else is in the batch.
 """
@@ -25,7 +25,7 @@ METRICS = ("greedy_reward", "greedy_success", "sampled_reward", "sampled_success
 @dataclass
 class HeldoutScores:
     """Per-seed held-out results (lists aligned with `seeds`); sampled values are means over the
-    seed's sampled rollouts (empty lists when none were sampled)."""
+    seed's sampled rollouts (empty lists when none were sampled, or greedy was off)."""
 
     seeds: list[int]
     greedy_reward: list[float]
@@ -59,16 +59,20 @@ def score_heldout(
     rollout: RolloutConfig,
     sampled: int,
     progress: bool = False,
+    greedy: bool = True,
 ) -> HeldoutScores:
-    """Greedy and `sampled` unhinted episodes per seed of `model` (turn budget per `rollout`, fitted
-    once to the environment when unset)."""
+    """One greedy (when `greedy`) and `sampled` unhinted episodes per seed of `model` (turn budget
+    per `rollout`, fitted once to the environment when unset)."""
+    if not greedy and not sampled:
+        raise ValueError("held-out scoring needs greedy episodes or sampled ones")
     model.eval()
     rollout = fit_turn_budget(rollout, env_factory(), tokenizer)
     backend = HFBackend(model, tokenizer, batch_size=64)
-    greedy = SamplingConfig(max_new_tokens=rollout.max_new_tokens, temperature=0.0, seed=SAMPLING_SEED)
-    episodes = run_episodes(backend, env_factory, list(seeds), 1, greedy, progress=progress)
-    greedy_reward, greedy_success = _per_seed([e.reward for e in episodes], 1)
-    sampled_reward, sampled_success = [], []
+    greedy_reward, greedy_success, sampled_reward, sampled_success = [], [], [], []
+    if greedy:
+        params = SamplingConfig(max_new_tokens=rollout.max_new_tokens, temperature=0.0, seed=SAMPLING_SEED)
+        episodes = run_episodes(backend, env_factory, list(seeds), 1, params, progress=progress)
+        greedy_reward, greedy_success = _per_seed([e.reward for e in episodes], 1)
     if sampled:
         params = SamplingConfig(max_new_tokens=rollout.max_new_tokens, temperature=rollout.temperature, seed=SAMPLING_SEED)
         episodes = run_episodes(backend, env_factory, list(seeds), sampled, params, progress=progress)

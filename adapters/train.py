@@ -128,7 +128,8 @@ def train_adapter(
     logger.info("turn budget for %s: %d tokens", env_spec.family, config.rollout.max_new_tokens)
     eval_seeds = range(env_spec.eval_seeds[0], min(env_spec.eval_seeds[0] + config.eval.seeds, env_spec.eval_seeds[1]))
     evaluate = functools.partial(score_heldout, tokenizer=tokenizer, env_factory=factory, seeds=eval_seeds,
-                                 rollout=config.rollout, sampled=config.eval.sampled, progress=progress)
+                                 rollout=config.rollout, sampled=config.eval.sampled, greedy=config.eval.greedy,
+                                 progress=progress)
     before_file = out_dir / "heldout_before.json"
     if config.eval.seeds and not before_file.is_file():
         before = evaluate(policy)

@@ -71,7 +71,7 @@ def evaluate_policies(references: list[str], env_spec: EnvSpec, config: Evaluate
         rollout = fit_turn_budget(rollout, factory(), policy.tokenizer)  # once: every policy shares the base tokenizer
         names.append(policy.name)
         scores.append(score_heldout(policy.model, policy.tokenizer, factory, seeds, rollout, config.eval.sampled,
-                                    progress=progress))
+                                    progress=progress, greedy=config.eval.greedy))
     return {
         "env_spec": env_spec.model_dump(mode="json"),
         "policies": [{"name": name, **s.to_dict(), "versus_first": compare(scores[0], s) if i else None}

@@ -296,3 +296,14 @@ def test_eval_fits_the_turn_budget_once_for_all_policies(tmp_path, monkeypatch):
     assert main(["eval", "base", "base", "--family", "precondition_verification", "--model", "tiny",
                  "--eval-seeds", "2", "--eval-sampled", "1", "--out", str(tmp_path / "eval")]) == 0
     assert len(fits) == 1, "one fit serves the greedy and sampled episodes of every policy"
+
+
+def test_eval_without_greedy_scores_sampled_episodes_only(tmp_path, capsys):
+    assert main(["eval", "base", "base", "--family", "precondition_verification", "--model", "tiny", "--no-eval-greedy",
+                 "--eval-seeds", "2", "--eval-sampled", "1", "--out", str(tmp_path / "eval")]) == 0
+    policies = json.loads((tmp_path / "eval" / "eval.json").read_text())["policies"]
+    assert all(p["greedy_reward"] == [] and len(p["sampled_reward"]) == 2 for p in policies)
+    assert set(policies[1]["versus_first"]) == {"sampled_reward", "sampled_success"}
+    assert main(["eval", "base", "--family", "precondition_verification", "--model", "tiny", "--no-eval-greedy",
+                 "--eval-sampled", "0"]) == 1
+    assert "greedy is off and sampled is 0" in capsys.readouterr().err
