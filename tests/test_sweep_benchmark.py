@@ -31,7 +31,7 @@ def test_sweep_scores_on_validation_seeds_apart_from_the_held_out_ones(tmp_path,
     result = json.loads((tmp_path / "sweep.json").read_text())
     assert [(row["lr"], row["steps"]) for row in result["runs"]] == [(1e-4, 1), (1e-4, 2), (1e-3, 1), (1e-3, 2)]
     assert all(row["difference"]["greedy_reward"]["n"] == 3 for row in result["runs"])
-    first_heldout = learning.easiest_spec(result["family"]).eval_seeds[0]
+    first_heldout = learning.rung_spec(result["family"]).eval_seeds[0]
     assert result["validation_seeds"] == list(range(first_heldout + 100, first_heldout + 103))
     heldout = set(range(first_heldout, first_heldout + learning.FULL["heldout"]))
     assert not heldout & set(result["validation_seeds"])
