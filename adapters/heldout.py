@@ -1,6 +1,6 @@
 """Held-out scoring of a policy on an environment's evaluation seeds, unhinted, per seed: one greedy
-episode (unless turned off) and `sampled` episodes at the rollout temperature. Policies scored on the same seeds with
-the same sampling seed compare pairwise (`compare`): the sampling seed of every (seed, rollout,
+episode (unless turned off) and `sampled` episodes at the rollout temperature. Policies scored on
+the same seeds with the same sampling seed compare pairwise (`compare`): the sampling seed of every (seed, rollout,
 turn) is fixed by the engine, not by what else is in the batch.
 """
 
@@ -24,8 +24,8 @@ METRICS = ("greedy_reward", "greedy_success", "sampled_reward", "sampled_success
 
 @dataclass
 class HeldoutScores:
-    """Per-seed held-out results (lists aligned with `seeds`); sampled values are means over the
-    seed's sampled rollouts (empty lists when none were sampled, or greedy was off)."""
+    """Per-seed held-out results (lists aligned with `seeds`, empty for a kind of episode not
+    scored); sampled values are means over the seed's sampled rollouts."""
 
     seeds: list[int]
     greedy_reward: list[float]
@@ -68,15 +68,14 @@ def score_heldout(
     model.eval()
     rollout = fit_turn_budget(rollout, env_factory(), tokenizer)
     backend = HFBackend(model, tokenizer, batch_size=64)
-    greedy_reward, greedy_success, sampled_reward, sampled_success = [], [], [], []
-    if greedy:
-        params = SamplingConfig(max_new_tokens=rollout.max_new_tokens, temperature=0.0, seed=SAMPLING_SEED)
-        episodes = run_episodes(backend, env_factory, list(seeds), 1, params, progress=progress)
-        greedy_reward, greedy_success = _per_seed([e.reward for e in episodes], 1)
-    if sampled:
-        params = SamplingConfig(max_new_tokens=rollout.max_new_tokens, temperature=rollout.temperature, seed=SAMPLING_SEED)
-        episodes = run_episodes(backend, env_factory, list(seeds), sampled, params, progress=progress)
-        sampled_reward, sampled_success = _per_seed([e.reward for e in episodes], sampled)
+
+    def scored(temperature: float, rollouts: int) -> tuple[list[float], list[float]]:
+        params = SamplingConfig(max_new_tokens=rollout.max_new_tokens, temperature=temperature, seed=SAMPLING_SEED)
+        episodes = run_episodes(backend, env_factory, list(seeds), rollouts, params, progress=progress)
+        return _per_seed([e.reward for e in episodes], rollouts)
+
+    greedy_reward, greedy_success = scored(0.0, 1) if greedy else ([], [])
+    sampled_reward, sampled_success = scored(rollout.temperature, sampled) if sampled else ([], [])
     return HeldoutScores(list(seeds), greedy_reward, greedy_success, sampled_reward, sampled_success, sampled)
 
 
