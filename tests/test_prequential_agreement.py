@@ -1,0 +1,54 @@
+"""benchmarks/prequential_agreement.py: the rules of the commit before each round's labels, rebuilt from git."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("prequential_agreement", REPO / "benchmarks" / "prequential_agreement.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def bench():
+    shallow = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--is-shallow-repository"], capture_output=True, text=True)
+    if shallow.returncode != 0 or shallow.stdout.strip() != "false":
+        pytest.skip("needs the repository's full git history")
+    return _module()
+
+
+def test_each_rounds_rules_come_from_before_its_labels(bench) -> None:
+    sample = json.loads((REPO / "labels" / "sample.json").read_text(encoding="utf-8"))
+    rounds = {bench.trajectory_id(e): e.get("round", 1) for e in sample}
+    commits = bench.label_commits(rounds)
+    assert set(range(2, 11)) <= set(commits)
+    for round_ in range(2, 11):
+        def holds(commit: str) -> bool:
+            shown = subprocess.run(["git", "-C", str(REPO), "show", f"{commit}:{bench.REFERENCE}"], capture_output=True, text=True)
+            return shown.returncode == 0 and any(rounds.get(bench.trajectory_id(e)) == round_ for e in json.loads(shown.stdout))
+        assert holds(commits[round_]) and not holds(f"{commits[round_]}^"), round_
+
+
+def test_an_old_commits_package_imports_its_own_detectors(bench, tmp_path: Path) -> None:
+    first = subprocess.run(["git", "-C", str(REPO), "log", "--reverse", "--format=%H", "--", bench.REFERENCE],
+                           capture_output=True, text=True, check=True).stdout.split()[0]
+    site = bench.build_package(first, tmp_path)
+    shown = subprocess.run([sys.executable, "-c", "import tracegym.analysis.detect_tau as d; print(d.__file__)"],
+                           capture_output=True, text=True, check=True, env={"PYTHONPATH": str(site), "PATH": ""}, cwd=site)
+    assert Path(shown.stdout.strip()).is_relative_to(site)
+    old = (site / "tracegym" / "analysis" / "detect_tau.py").read_text()
+    assert old == subprocess.run(["git", "-C", str(REPO), "show", f"{first}:analysis/detect_tau.py"],
+                                 capture_output=True, text=True, check=True).stdout
+    assert old != (REPO / "analysis" / "detect_tau.py").read_text()
