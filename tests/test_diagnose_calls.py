@@ -3,6 +3,8 @@ data reasoning for a misread allowance, both for a record chosen by misreading) 
 
 from __future__ import annotations
 
+from tracegym.schema import LabelValue
+
 from tau_runs import USER, L, N, P, Run, booking, looked_up, values
 
 FLIGHT = {"flight_number": "HAT002", "date": "2024-05-21"}

@@ -3,9 +3,7 @@ real runs: selection, benchmark-blamed failures, agreement with the tune half of
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ from tracegym.analysis.ingest import ingest_paths
 from tracegym.analysis.policy import corrections
 from tracegym.schema import Label, LabelValue, Trajectory
 
+from benchmark_modules import load_benchmark
 from tau_runs import USER, L, N, P, Run, booking, cancel, looked_up, quotes, values
 
 PAPER_TAU_CAPABILITIES = {"structured_data_reasoning", "multi_step_task_completion", "precondition_verification",
@@ -416,19 +415,11 @@ def test_airline_benchmark_blame_comes_from_gold_that_breaks_the_policy(airline_
     assert not counted & {s.trajectory_id for s in blamed}
 
 
-def _agreement_module():
-    spec = importlib.util.spec_from_file_location("diagnosis_agreement", REPO / "benchmarks" / "diagnosis_agreement.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_agreement_with_careful_reading_on_the_tune_half(shared_data: Path) -> None:
     """Regression guard on the half the detectors were tuned on (the test half is the benchmark's)."""
     if not (shared_data / "tau2" / "results").is_dir():
         pytest.skip("τ² runs absent")
-    bench = _agreement_module()
+    bench = load_benchmark("diagnosis_agreement")
     items = bench.load_items("tune", shared_data)
     diagnosis = diagnose([i.trajectory for i in items], [])
     voted = bench.voted_values(diagnosis)
@@ -443,7 +434,7 @@ def test_agreement_with_careful_reading_on_the_tune_half(shared_data: Path) -> N
 
 
 def test_folds_deal_whole_run_files_largest_first() -> None:
-    bench = _agreement_module()
+    bench = load_benchmark("diagnosis_agreement")
     entries = [{"run_file": f"airline/{name}.json", "labels": {"policy_compliance": {"label": label}}}
                for name, label in (("a", "PRESENT"), ("a", "LACKING"), ("a", "PRESENT"), ("b", "LACKING"), ("b", "PRESENT"), ("c", "NA"))]
     items = [bench.Item(e, Run().user(str(n)).trajectory([], [], task=str(n))) for n, e in enumerate(entries)]
@@ -455,7 +446,7 @@ def test_folds_deal_whole_run_files_largest_first() -> None:
 
 
 def test_a_second_reading_is_compared_with_the_reference_and_the_labeller(tmp_path: Path, monkeypatch) -> None:
-    bench = _agreement_module()
+    bench = load_benchmark("diagnosis_agreement")
     labels = ("PRESENT", "LACKING", "PRESENT", "LACKING")
     entries = [{"run_file": "airline/a.json", "sim_id": str(n), "failure_source": None,
                 "labels": {"policy_compliance": {"label": label}}} for n, label in enumerate(labels)]

@@ -6,21 +6,17 @@ are refused."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
-from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+from benchmark_modules import BENCHMARKS, load_benchmark
 
 
 def test_learning_benchmark_quick(tmp_path, capsys, monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
-    spec = importlib.util.spec_from_file_location("learning_benchmark", BENCHMARKS / "learning.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_benchmark("learning")
     with pytest.raises(SystemExit):
         module.main(["--quick", "--out", str(tmp_path), "--only", "grpo:1"])  # --quick trains one seed: there is no grpo:1
     assert "no such run grpo:1" in capsys.readouterr().err

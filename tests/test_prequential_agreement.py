@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -10,15 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from benchmark_modules import load_benchmark
+
+
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("prequential_agreement", REPO / "benchmarks" / "prequential_agreement.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +20,7 @@ def bench():
     shallow = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--is-shallow-repository"], capture_output=True, text=True)
     if shallow.returncode != 0 or shallow.stdout.strip() != "false":
         pytest.skip("needs the repository's full git history")
-    return _module()
+    return load_benchmark("prequential_agreement")
 
 
 def test_each_rounds_rules_come_from_before_its_labels(bench) -> None:

@@ -3,26 +3,17 @@ validation seeds that learning.py's held-out seeds never include."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
-from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from benchmark_modules import BENCHMARKS, load_benchmark
 
 
 def test_sweep_scores_on_validation_seeds_apart_from_the_held_out_ones(tmp_path, capsys, monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
-    sweep, learning = _load("sweep"), _load("learning")
+    sweep, learning = load_benchmark("sweep"), load_benchmark("learning")
     with pytest.raises(SystemExit):
         sweep.main(["--quick", "--heldout", "101"])  # seeds 100..200 pass the family's held-out range (200 seeds)
     assert "pass the held-out range's end" in capsys.readouterr().err
