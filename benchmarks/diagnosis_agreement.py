@@ -6,8 +6,9 @@ optionally only those of one sampling round (`--round N`, a round of labels/samp
 was drawn after the rules had been tuned on the rounds before it, so on the tune half a new round
 measures how rules found on the earlier ones generalise), prints:
 - Cohen's κ per capability between the labeller and the reference, 3-class (NA / PRESENT /
-  LACKING) and 2-class (LACKING vs not), pooled and per domain, with the 3-class confusion matrix;
-- agreement on failure source (agent / user_simulator / benchmark) over the failures, with κ;
+  LACKING, pooled with its 95% bootstrap interval over trajectories) and 2-class (LACKING vs not),
+  pooled and per domain, with the 3-class confusion matrix;
+- agreement on failure source (agent / user_simulator / benchmark) over the failures, with κ and its interval;
 - whether the selected capability set equals the one the reference labels imply, per domain and
   overall: both go through the same `selection.select` (N = K = 1), the reference counting only
   the failures it attributes to the agent, as `diagnose` does by default.
@@ -32,6 +33,8 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from tracegym.analysis.catalogue import catalogue_for
 from tracegym.analysis.contrast import task_key
@@ -65,6 +68,38 @@ def kappa(pairs: list[tuple[str, str]]) -> float | None:
     first, second = Counter(a for a, _ in pairs), Counter(b for _, b in pairs)
     expected = sum(first[c] * second[c] for c in first) / total**2
     return None if expected == 1 else (observed - expected) / (1 - expected)
+
+
+def bootstrap_kappas(labellings: list[list[tuple[str, str]]], resamples: int = 2000, seed: int = 0) -> np.ndarray:
+    """κ of each labelling (equally long lists of (reference, labeller) pairs over the same items)
+    on `resamples` resamples of the items with replacement, the same items for every labelling, so
+    that a difference between labellings is paired: shape (resamples, labellings), NaN where a
+    resample holds one class only."""
+    classes = sorted({value for pairs in labellings for pair in pairs for value in pair})
+    code = {value: n for n, value in enumerate(classes)}
+    k, items = len(classes), len(labellings[0])
+    cells = np.array([[code[a] * k + code[b] for a, b in pairs] for pairs in labellings])  # (labellings, items)
+    drawn = np.random.default_rng(seed).integers(0, items, size=(resamples, items))
+    kappas = np.empty((resamples, len(labellings)))
+    for column, row in enumerate(cells):
+        counts = np.stack([(row[drawn] == cell).sum(axis=1) for cell in range(k * k)], axis=1).reshape(resamples, k, k) / items
+        observed = np.trace(counts, axis1=1, axis2=2)
+        expected = (counts.sum(axis=2) * counts.sum(axis=1)).sum(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            kappas[:, column] = np.where(expected < 1, (observed - expected) / (1 - expected), np.nan)
+    return kappas
+
+
+def interval(samples: np.ndarray) -> tuple[float, float] | None:
+    """The 95% percentile interval of bootstrap samples, NaNs left out (None when all are NaN)."""
+    kept = samples[~np.isnan(samples)]
+    return None if not len(kept) else (float(np.percentile(kept, 2.5)), float(np.percentile(kept, 97.5)))
+
+
+def kappa_with_interval(pairs: list[tuple[str, str]]) -> str:
+    """κ and its 95% bootstrap interval over the items, e.g. "+0.38 [+0.25, +0.50]"."""
+    bounds = interval(bootstrap_kappas([pairs])[:, 0]) if pairs else None
+    return _fmt(kappa(pairs)) + (f" [{_fmt(bounds[0])}, {_fmt(bounds[1])}]" if bounds else "")
 
 
 def _fmt(value: float | None) -> str:
@@ -137,7 +172,7 @@ def labelled(voted: dict[tuple[str, str], Label], item: Item, name: str) -> str:
 def capability_agreement(items: list[Item], voted: dict[tuple[str, str], Label], names: list[str]) -> list[str]:
     """Lines of the κ table (pooled and per domain) and the pooled confusion matrices."""
     domains = sorted({i.domain for i in items})
-    lines = [f"{'capability':<28} {'κ3':>6} {'κ2':>6}   " + "  ".join(f"{d + ' κ3':>12}" for d in domains)]
+    lines = [f"{'capability':<28} {'κ3 [95% interval]':>20} {'κ2':>6}   " + "  ".join(f"{d + ' κ3':>12}" for d in domains)]
     matrices = []
     for name in names:
         pairs = {d: [] for d in domains}
@@ -145,7 +180,7 @@ def capability_agreement(items: list[Item], voted: dict[tuple[str, str], Label],
             pairs[item.domain].append((item.entry["labels"][name]["label"], labelled(voted, item, name)))
         pooled = [p for d in domains for p in pairs[d]]
         binary = [(a == "LACKING", b == "LACKING") for a, b in pooled]
-        lines.append(f"{name:<28} {_fmt(kappa(pooled)):>6} {_fmt(kappa(binary)):>6}   "
+        lines.append(f"{name:<28} {kappa_with_interval(pooled):>20} {_fmt(kappa(binary)):>6}   "
                      + "  ".join(f"{_fmt(kappa(pairs[d])):>12}" for d in domains))
         counts = Counter(pooled)
         matrices.append(f"  {name}: reference rows NA/PRESENT/LACKING, labeller columns: "
@@ -205,7 +240,7 @@ def source_agreement(items: list[Item], diagnosis: Diagnosis) -> list[str]:
              if not i.trajectory.success and i.entry["failure_source"]]
     counts = Counter(pairs)
     agreed = sum(a == b for a, b in pairs)
-    return [f"failure source: {agreed}/{len(pairs)} agree, κ {_fmt(kappa(pairs))}; reference rows "
+    return [f"failure source: {agreed}/{len(pairs)} agree, κ {kappa_with_interval(pairs)}; reference rows "
             f"{'/'.join(SOURCES)}, labeller columns: "
             + " | ".join(" ".join(f"{counts[(a, b)]:>2}" for b in SOURCES) for a in SOURCES)]
 

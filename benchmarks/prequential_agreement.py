@@ -81,7 +81,7 @@ def detector_values(site: Path | None, run_files: list[Path]) -> dict[str, dict[
 
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO / "benchmarks"))
-    from diagnosis_agreement import REFERENCE as REFERENCE_PATH, SAMPLE, data_root, kappa
+    from diagnosis_agreement import REFERENCE as REFERENCE_PATH, SAMPLE, bootstrap_kappas, data_root, interval, kappa
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--split", choices=("tune", "test"), default="tune", help="half of the reference (default tune)")
@@ -113,19 +113,24 @@ def main(argv: list[str] | None = None) -> int:
             unseen += [(e, old[trajectory_id(e)]) for e in members]
             now += [(e, current[trajectory_id(e)]) for e in members]
             values = [kappa([(e["labels"][n]["label"], old[trajectory_id(e)][n]) for e in members]) for n in names]
-            print(f"{round_:<6} {len(members):>5} {parent[:10]:>10}  " + " ".join(f"{_fmt(v):>12}" for v in values))
-    print(f"pooled over {len(unseen)} items, κ3 (unseen rules | working tree), and the unseen rules' errors:")
+            print(f"{round_:<6} {len(members):>5} {parent[:10]:>10}  " + " ".join(f"{_with_interval(v, None):>12}" for v in values))
+    print(f"pooled over {len(unseen)} items, κ3 with 95% bootstrap intervals over items: unseen rules | working tree | "
+          "working tree - unseen (paired); then the unseen rules' errors")
     for name in names:
         before = [(e["labels"][name]["label"], v[name]) for e, v in unseen]
         after = [(e["labels"][name]["label"], v[name]) for e, v in now]
+        samples = bootstrap_kappas([before, after])
+        parts = [(kappa(before), interval(samples[:, 0])), (kappa(after), interval(samples[:, 1])),
+                 (kappa(after) - kappa(before), interval(samples[:, 1] - samples[:, 0]))]
         errors = Counter(pair for pair in before if pair[0] != pair[1])
-        shown = ", ".join(f"{a}->{b} {n}" for (a, b), n in sorted(errors.items()))
-        print(f"  {name:<28} {_fmt(kappa(before))} | {_fmt(kappa(after))}   {shown}")
+        print(f"  {name:<28} " + " | ".join(_with_interval(*part) for part in parts))
+        print(f"  {'':<28} " + ", ".join(f"{a}->{b} {n}" for (a, b), n in sorted(errors.items())))
     return 0
 
 
-def _fmt(value: float | None) -> str:
-    return "   –" if value is None else f"{value:+.2f}"
+def _with_interval(value: float | None, bounds: tuple[float, float] | None) -> str:
+    shown = "   –" if value is None else f"{value:+.2f}"
+    return shown + (f" [{bounds[0]:+.2f}, {bounds[1]:+.2f}]" if bounds else "")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tracegym.analysis.attribution import attribute
@@ -431,6 +432,21 @@ def test_agreement_with_careful_reading_on_the_tune_half(shared_data: Path) -> N
     assert bench.kappa(sources) >= 0.7
     assert bench.kappa([("a", "a"), ("b", "b"), ("a", "b")]) == pytest.approx(0.4)
     assert bench.kappa([("a", "a"), ("a", "a")]) is None
+
+
+def test_kappa_intervals_resample_the_same_items_for_every_labelling() -> None:
+    bench = load_benchmark("diagnosis_agreement")
+    reference = ["L", "P", "P", "N", "L", "P", "P", "L"] * 5
+    good = list(zip(reference, reference))
+    fair = list(zip(reference, ["L", "P", "L", "N", "P", "P", "P", "L"] * 5))
+    samples = bench.bootstrap_kappas([good, fair, fair], resamples=500)
+    assert samples.shape == (500, 3) and np.allclose(samples[:, 0], 1)
+    assert (samples[:, 1] == samples[:, 2]).all()  # the same resampled items, so a paired difference of 0
+    low, high = bench.interval(samples[:, 1])
+    assert low < bench.kappa(fair) < high < 1
+    one_class = bench.bootstrap_kappas([[("P", "P")] * 4], resamples=10)
+    assert np.isnan(one_class).all() and bench.interval(one_class[:, 0]) is None
+    assert bench.kappa_with_interval(fair).startswith(f"{bench.kappa(fair):+.2f} [")
 
 
 def test_folds_deal_whole_run_files_largest_first() -> None:
