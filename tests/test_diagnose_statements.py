@@ -28,6 +28,8 @@ def test_a_charge_stated_that_the_write_did_not_make_is_data_reasoning() -> None
     assert upgraded("the fare difference is $75", 150) == L  # a share stated as the whole
     assert upgraded("the fare difference is $120", 150) == L
     assert upgraded("the business fare is $350", 150) == P  # a fare, not a charge: nothing stated to compare
+    assert upgraded("difference: $350 - $200 = $150", 150) == P  # the charge is the sum's result
+    assert upgraded("$150 charged; your card's balance after the charge: $71", 150) == P  # named before its keyword
 
 
 
@@ -69,6 +71,37 @@ def test_a_telecom_status_read_wrongly_is_data_reasoning() -> None:
     assert run("Yes", "MMS fails; roaming is enabled and the APN was reset.", refuel=True)["structured_data_reasoning"] == P
     assert run("No", "MMS fails; the APN was reset.", refuel=True)["structured_data_reasoning"] == P  # an instruction is no claim
     assert run("Yes", "MMS fails; the APN was reset.")["structured_data_reasoning"] == L  # 15.1 GB of 15 GB, never refuelled
+
+
+def test_a_wrong_line_read_is_data_reasoning_once_the_agent_tells_the_user_about_it() -> None:
+    wrong = {"line_id": "L1", "phone_number": "555-123-2001", "status": "Active", "plan_id": "P1", "data_used_gb": 3.2}
+    plan = {"plan_id": "P1", "name": "Basic Plan", "data_limit_gb": 5.0}
+    right = {"line_id": "L2", "phone_number": "555-123-2002", "status": "Suspended", "plan_id": "P1", "data_used_gb": 1.0}
+
+    def told(text: str, reads_right_line: bool = True, gold: list[dict] | None = None) -> LabelValue:
+        run = (Run("telecom", policy="").user("MMS fails, my number is 555-123-2002.")
+               .call("get_details_by_id", wrong, id="L1").call("get_details_by_id", plan, id="P1").say(text))
+        if reads_right_line:
+            run.call("get_details_by_id", right, id="L2")
+        trajectory = run.trajectory(gold or [], [True] * len(gold or []), success=True)
+        return values(trajectory)["structured_data_reasoning"]
+
+    assert told("You've used 3.2GB of your 5 GB on the Basic Plan.") == L
+    assert told("Your line is active.") == L
+    assert told("Let's check MMS on your phone; is it on a 5G network?") == P  # nothing read stated, the right line read next
+    assert told("Let's check MMS on your phone.", reads_right_line=False) == P  # the task never needed the line
+    refuel = [{"name": "refuel_data", "arguments": {"customer_id": "C1", "line_id": "L2", "gb_amount": 1.0}}]
+    assert told("Let's check MMS on your phone.", reads_right_line=False, gold=refuel) == L  # the wrong line stood in throughout
+
+
+def test_listing_the_profiles_reservation_ids_describes_none_of_them() -> None:
+    def listed(text: str) -> LabelValue:
+        run = Run().user("I'm ana_1, I need to change my flight from JFK.").call("get_user_details", USER, user_id="ana_1").say(text)
+        return values(run.trajectory([], [], success=True))["structured_data_reasoning"]
+
+    assert listed("You have two reservations: ABC123 and XYZ789. Let me pull up both to find the one from JFK.") == P
+    assert listed("You have two reservations, ABC123 and XYZ789: which one is the flight from JFK?") == P  # the user's words
+    assert listed("Your reservation XYZ789 flies JFK to LAX on 2024-05-20.") == L  # never read
 
 
 def said(text: str, user: str = "I want to cancel ABC123, my plans changed.", **record) -> dict[str, LabelValue]:

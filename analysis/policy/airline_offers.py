@@ -187,16 +187,19 @@ def _membership_claims(conversation: Conversation) -> Iterator[Finding]:
 
 
 def _unread_reservation_claims(conversation: Conversation) -> Iterator[Finding]:
-    """Describing a reservation (route, dates) that was never read."""
+    """Describing a reservation that was never read: a sentence naming it with a route or date the
+    user had not given (listing the profile's reservation ids, or repeating the user's "the one from
+    MCO", describes none)."""
     known = {str(r) for _, obj in conversation.records("reservations") for r in listed(obj.get("reservations"))}
     for index, text in conversation.texts("assistant"):
-        named = [rid for rid in sorted(known) if mentions(text, rid)]
-        if not named or not _ROUTE_OR_DATE.search(text):
-            continue
-        for rid in named:
-            if reservation(conversation, rid, index) is None:
-                yield Finding("structured_data_reasoning", index, f"describes reservation {rid} without having read it: {text}")
-                return
+        for sentence in sentences(text):
+            named = [rid for rid in sorted(known) if mentions(sentence, rid)]
+            if not named or not any(not conversation.said_by_user(m.group(0), index) for m in _ROUTE_OR_DATE.finditer(sentence)):
+                continue
+            for rid in named:
+                if reservation(conversation, rid, index) is None:
+                    yield Finding("structured_data_reasoning", index, f"describes reservation {rid} without having read it: {text}")
+                    return
 
 
 def _flown_claims(conversation: Conversation) -> Iterator[Finding]:

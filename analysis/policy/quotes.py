@@ -4,7 +4,8 @@ A write's charge is read from the record it returns: the entries its `payment_hi
 the same record as last read before the write (a new booking: all of them). An agent message that
 states a charge, refund or price difference ("the difference is $495", "refund: $1,515") is checked
 against the writes made between the agent's previous message and its next one, i.e. the writes it
-proposes or reports: when none of the stated amounts is any of their charges (their total, one
+proposes or reports: when a message states a charge, and none of the amounts it names (the stated
+one or any other, as in "$5,700 - $456 = $5,244" or "$209 charged") is any of their charges (their total, one
 payment of it, or, where the message speaks of shares ("per passenger", "each", "× 2"), that
 divided among up to `PER_PERSON` passengers; the charges, or the refunds, of all those writes
 together), the agent told the user an amount the data did not support. Amounts are compared to
@@ -25,6 +26,7 @@ _SHARE = re.compile(r"\b(?:per|each|every)\b|/\s?(?:person|passenger|traveler|pa
 _STATED = re.compile(r"\b(?:difference|charge[sd]?|charging|refund(?:ed)?|due(?! to)|additional|owe|pay|cost (?:of|for) "
                      r"(?:the|these|this|your) (?:change|upgrade|modification)s?)\b[^$\n]{0,40}?\$\s?(\d[\d,]*(?:\.\d+)?)",
                      re.IGNORECASE)
+_AMOUNT = re.compile(r"\$\s?(\d[\d,]*(?:\.\d+)?)")  # any amount the message names ("$5,700 - $456 = $5,244")
 
 
 def _history(value: Any) -> list | None:
@@ -66,7 +68,8 @@ def misquoted_charges(conversation: Conversation, domain: Domain) -> Iterator[Fi
         made = [c for c in writes if low < c.index < high]
         charged = charges(conversation, domain, made)
         shares = range(1, PER_PERSON + 1) if _SHARE.search(text) else (1,)
-        if charged and not any(abs(s - c / k) < 0.005 for s in stated for c in charged for k in shares):
+        named = stated | {round(float(m.replace(",", "")), 2) for m in _AMOUNT.findall(text)}
+        if charged and not any(abs(s - c / k) < 0.005 for s in named for c in charged for k in shares):
             shown = ", ".join(f"${s:,.2f}" for s in sorted(stated))
             yield Finding("structured_data_reasoning", index, f"states {shown}, but {', '.join(c.name for c in made)} "
                                                               f"charged or refunded {', '.join(f'${c:,.2f}' for c in sorted(charged))}: "

@@ -110,18 +110,42 @@ def _resume_allowed(conversation: Conversation, name: str, arguments: dict, befo
 
 
 def _wrong_line_read(conversation: Conversation) -> Iterator[Finding]:
-    """Telling the user about lines none of which has the number the user gave."""
+    """Telling the user about lines none of which has the number the user gave: the first message
+    after such reads that names a value from them (the line's status, usage, plan), or, where the
+    user's own line is never read though the gold acts on a line, the first message after them (the
+    wrong line stood for the user's throughout). A message that states nothing read is no misreading
+    where the user's line is read later or the task never needed it."""
     numbers = line_numbers(conversation)
-    reads = [(c.index, numbers[str(c.arguments.get("line_id") or c.arguments.get("id"))]) for c in conversation.agent_calls
+    reads = [(c.index, numbers[str(c.arguments.get("line_id") or c.arguments.get("id"))], c.output) for c in conversation.agent_calls
              if str(c.arguments.get("line_id") or c.arguments.get("id")) in numbers and not c.error]
+    wanted_ever = user_numbers(conversation)
+    right_line_read = any(number in wanted_ever for _, number, _ in reads)
+    line_needed = any(a["arguments"].get("line_id") for a in conversation.gold)
     for index, text in conversation.texts("assistant"):
-        read = {number for at, number in reads if at < index}
+        read = {number for at, number, _ in reads if at < index}
         wanted = user_numbers(conversation, index)
         if read and wanted:
-            if not wanted & read:
+            if wanted & read:
+                return
+            shown = [value for at, _, output in reads if at < index for value in _stated_values(conversation, output, index)]
+            if (line_needed and not right_line_read) or any(value.search(text) for value in shown):
                 yield Finding("structured_data_reasoning", index, f"read line(s) {', '.join(sorted(read))}, not the "
                                                                   f"user's {', '.join(sorted(wanted))}, then says: {text}")
-            return
+                return
+
+
+def _stated_values(conversation: Conversation, line: Any, before: int) -> list[re.Pattern]:
+    """What a line record read tells, as patterns to find in a message: its status, its usage and its
+    plan's limit in GB ("3.2GB", "5 GB"; a bare 5 is no claim, "5G" a network), and its plan's name
+    (the plan as read before message `before`); no ids or dates."""
+    if not isinstance(line, dict):
+        return []
+    plan = conversation.record("plan_id", line.get("plan_id"), before, with_key="name") or {}
+    words = [str(value) for value in (line.get("status"), plan.get("name")) if isinstance(value, str) and value.strip()]
+    sizes = [value for value in (line.get("data_used_gb"), plan.get("data_limit_gb"))
+             if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0]
+    return ([re.compile(rf"\b{re.escape(word)}\b", re.IGNORECASE) for word in words]
+            + [re.compile(rf"(?<![\d.]){re.escape(f'{size:g}')}\s?GB\b", re.IGNORECASE) for size in sizes])
 
 
 def _denied_faults(conversation: Conversation) -> Iterator[Finding]:
