@@ -3,8 +3,9 @@
 Each sampling round of labels/sample.json (2 onwards) was labelled after the detectors had been
 tuned on the rounds before it. This script takes, for each round, the detectors as they stood in
 the commit just before that round's labels entered labels/reference.json (rebuilt from git into a
-temporary folder and run in a child process), and scores them on that round's trajectories of one
-half (`--split tune` by default): every item is scored by rules that had not seen it. Beside it, the
+temporary folder and run in a child process), and scores them (κ3 per capability, and κ of the
+failure source over the failures) on that round's trajectories of one half (`--split tune` by
+default): every item is scored by rules that had not seen it. Beside it, the
 detectors of the working tree on the same items, which on the tune half were tuned on them. The gap
 between the two is what per-item tuning bought that did not carry to unseen runs; the prequential
 κ is an estimate of the test half's κ from the tune half alone. Only aggregates are printed.
@@ -33,10 +34,12 @@ REFERENCE = "labels/reference.json"
 WORKER = """
 import json, sys
 from pathlib import Path
+from tracegym.analysis.attribution import attribute
 from tracegym.analysis.detect_tau import detect
 from tracegym.analysis.ingest import ingest_paths
 paths = [Path(p) for p in json.loads(sys.argv[1])]
-print(json.dumps({t.id: {name: verdict.value.value for name, verdict in detect(t).items()}
+print(json.dumps({t.id: {**{name: verdict.value.value for name, verdict in detect(t).items()},
+                         "failure_source": None if t.success else attribute(t).source}
                   for t in ingest_paths(paths).trajectories}))
 """
 
@@ -75,7 +78,9 @@ def detector_values(site: Path | None, run_files: list[Path]) -> dict[str, dict[
     """{trajectory id: {capability: NA/PRESENT/LACKING}} from the detectors of `site` (None: the working tree's)."""
     env = dict(os.environ, PYTHONPATH=str(site)) if site else dict(os.environ)
     done = subprocess.run([sys.executable, "-c", WORKER, json.dumps([str(p) for p in run_files])],
-                          check=True, capture_output=True, text=True, env=env, cwd=site or REPO)
+                          capture_output=True, text=True, env=env, cwd=site or REPO)
+    if done.returncode:
+        raise RuntimeError(f"the detectors of {site or REPO} failed on {len(run_files)} run file(s):\n{done.stderr[-2000:]}")
     return json.loads(done.stdout)
 
 
@@ -116,9 +121,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{round_:<6} {len(members):>5} {parent[:10]:>10}  " + " ".join(f"{_with_interval(v, None):>12}" for v in values))
     print(f"pooled over {len(unseen)} items, κ3 with 95% bootstrap intervals over items: unseen rules | working tree | "
           "working tree - unseen (paired); then the unseen rules' errors")
-    for name in names:
-        before = [(e["labels"][name]["label"], v[name]) for e, v in unseen]
-        after = [(e["labels"][name]["label"], v[name]) for e, v in now]
+    for name in [*names, "failure_source"]:
+        before = [(_reference(e, name), v[name]) for e, v in unseen if _reference(e, name)]
+        after = [(_reference(e, name), v[name]) for e, v in now if _reference(e, name)]
         samples = bootstrap_kappas([before, after])
         parts = [(kappa(before), interval(samples[:, 0])), (kappa(after), interval(samples[:, 1])),
                  (kappa(after) - kappa(before), interval(samples[:, 1] - samples[:, 0]))]
@@ -126,6 +131,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name:<28} " + " | ".join(_with_interval(*part) for part in parts))
         print(f"  {'':<28} " + ", ".join(f"{a}->{b} {n}" for (a, b), n in sorted(errors.items())))
     return 0
+
+
+def _reference(entry: dict, name: str) -> str | None:
+    """The reference's label of a capability, or its failure source (None for a success)."""
+    return entry["failure_source"] if name == "failure_source" else entry["labels"][name]["label"]
 
 
 def _with_interval(value: float | None, bounds: tuple[float, float] | None) -> str:

@@ -35,14 +35,22 @@ def test_each_rounds_rules_come_from_before_its_labels(bench) -> None:
         assert holds(commits[round_]) and not holds(f"{commits[round_]}^"), round_
 
 
-def test_an_old_commits_package_imports_its_own_detectors(bench, tmp_path: Path) -> None:
-    first = subprocess.run(["git", "-C", str(REPO), "log", "--reverse", "--format=%H", "--", bench.REFERENCE],
-                           capture_output=True, text=True, check=True).stdout.split()[0]
-    site = bench.build_package(first, tmp_path)
+def test_an_old_commits_detectors_run_from_its_own_package(bench, tmp_path: Path) -> None:
+    sample = json.loads((REPO / "labels" / "sample.json").read_text(encoding="utf-8"))
+    rules_of = bench.git("rev-parse", bench.label_commits({bench.trajectory_id(e): e.get("round", 1) for e in sample})[2] + "^").strip()
+    site = bench.build_package(rules_of, tmp_path)
     shown = subprocess.run([sys.executable, "-c", "import tracegym.analysis.detect_tau as d; print(d.__file__)"],
                            capture_output=True, text=True, check=True, env={"PYTHONPATH": str(site), "PATH": ""}, cwd=site)
     assert Path(shown.stdout.strip()).is_relative_to(site)
     old = (site / "tracegym" / "analysis" / "detect_tau.py").read_text()
-    assert old == subprocess.run(["git", "-C", str(REPO), "show", f"{first}:analysis/detect_tau.py"],
-                                 capture_output=True, text=True, check=True).stdout
-    assert old != (REPO / "analysis" / "detect_tau.py").read_text()
+    assert old == bench.git("show", f"{rules_of}:analysis/detect_tau.py") != (REPO / "analysis" / "detect_tau.py").read_text()
+    run = REPO / "tests" / "fixtures" / "tau_v1_small.json"
+    for values in (bench.detector_values(site, [run]), bench.detector_values(None, [run])):
+        assert len(values) == 3
+        for labels in values.values():
+            assert set(labels) == {"structured_data_reasoning", "multi_step_task_completion", "precondition_verification",
+                                   "tool_calling_precision", "policy_compliance", "failure_source"}
+        assert sum(labels["failure_source"] is None for labels in values.values()) == 1  # one success among the three
+    (site / "tracegym" / "analysis" / "attribution.py").write_text("raise ImportError('broken on purpose')\n")
+    with pytest.raises(RuntimeError, match="broken on purpose"):
+        bench.detector_values(site, [run])
