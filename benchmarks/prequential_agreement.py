@@ -92,7 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", choices=("tune", "test"), default="tune", help="half of the reference (default tune)")
     parser.add_argument("--rounds", default="2-10", help="first-last sampling round (default 2-10; round 1 has no earlier rules)")
     args = parser.parse_args(argv)
-    low, high = (int(part) for part in args.rounds.split("-"))
+    bounds = args.rounds.split("-")
+    if len(bounds) != 2 or not all(part.isdigit() for part in bounds) or int(bounds[0]) > int(bounds[1]):
+        parser.error(f"--rounds takes FIRST-LAST, e.g. 2-10; got {args.rounds!r}")
+    low, high = int(bounds[0]), int(bounds[1])
     results = data_root() / "tau2" / "results"
     if not results.is_dir():
         print(f"skipped: {results} is absent (set TRACEGYM_SHARED_DATA)")

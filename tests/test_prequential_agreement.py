@@ -54,3 +54,10 @@ def test_an_old_commits_detectors_run_from_its_own_package(bench, tmp_path: Path
     (site / "tracegym" / "analysis" / "attribution.py").write_text("raise ImportError('broken on purpose')\n")
     with pytest.raises(RuntimeError, match="broken on purpose"):
         bench.detector_values(site, [run])
+
+
+def test_a_malformed_round_range_is_refused_with_its_form(bench, capsys) -> None:
+    for bad in ("5", "x-3", "9-2"):
+        with pytest.raises(SystemExit):
+            bench.main(["--rounds", bad])
+        assert "--rounds takes FIRST-LAST" in capsys.readouterr().err
