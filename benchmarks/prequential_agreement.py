@@ -75,7 +75,8 @@ def build_package(commit: str, into: Path) -> Path:
 
 
 def detector_values(site: Path | None, run_files: list[Path]) -> dict[str, dict[str, str]]:
-    """{trajectory id: {capability: NA/PRESENT/LACKING}} from the detectors of `site` (None: the working tree's)."""
+    """{trajectory id: {capability: NA/PRESENT/LACKING, "failure_source": source or None for a success}} from the
+    detectors of `site` (None: the working tree's)."""
     env = dict(os.environ, PYTHONPATH=str(site)) if site else dict(os.environ)
     done = subprocess.run([sys.executable, "-c", WORKER, json.dumps([str(p) for p in run_files])],
                           capture_output=True, text=True, env=env, cwd=site or REPO)
@@ -105,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
                if e["split"] == args.split and low <= rounds[trajectory_id(e)] <= high]
     names = list(entries[0]["labels"])
     commits = label_commits(rounds)
-    unseen: list[tuple[dict, str]] = []  # (entry, capability value of the detectors that had not seen it) per capability below
-    now: list[tuple[dict, dict[str, str]]] = []
+    unseen: list[tuple[dict, dict[str, str]]] = []  # (entry, values of the detectors that had not seen it)
+    now: list[tuple[dict, dict[str, str]]] = []  # (entry, values of the working tree's detectors)
     print(f"{args.split} half, rounds {low}-{high}: each round scored by the detectors of the commit before its labels")
     print(f"{'round':<6} {'items':>5} {'rules of':>10}  " + " ".join(f"{n[:12]:>12}" for n in names))
     with tempfile.TemporaryDirectory() as scratch:

@@ -68,7 +68,7 @@ def misquoted_charges(conversation: Conversation, domain: Domain) -> Iterator[Fi
         made = [c for c in writes if low < c.index < high]
         charged = charges(conversation, domain, made)
         shares = range(1, PER_PERSON + 1) if _SHARE.search(text) else (1,)
-        named = stated | {round(float(m.replace(",", "")), 2) for m in _AMOUNT.findall(text)}
+        named = {round(float(m.replace(",", "")), 2) for m in _AMOUNT.findall(text)}  # the stated amounts among them
         if charged and not any(abs(s - c / k) < 0.005 for s in named for c in charged for k in shares):
             shown = ", ".join(f"${s:,.2f}" for s in sorted(stated))
             yield Finding("structured_data_reasoning", index, f"states {shown}, but {', '.join(c.name for c in made)} "
