@@ -3,7 +3,8 @@
 The domain's rule module (`policy.airline`, `retail`, `telecom`; the generic checks for other
 domains) turns what the conversation established into findings, each naming a capability:
 - structured_data_reasoning: a wrong value read from the data (another record's id, a miscounted
-  bag allowance, an unavailable item), a claim the records contradict, the wrong customer line, a
+  bag allowance (the new cabin's after the agent's own change), a certificate for a passenger count no
+  reservation read has, an unavailable item), a claim the records contradict, the wrong customer line, a
   device setting called fine while the status read shows the fault, a data allowance exceeded and
   never acted on, a charge or refund stated that the writes made did not (`policy.quotes`), a
   payment the system refused because it did not add up to the total, a fare called the cheapest

@@ -66,6 +66,26 @@ def test_paid_bags_outside_every_memberships_allowance_are_a_misreading_even_wit
     assert added(1, bags=2)["structured_data_reasoning"] == P  # a regular member pays for the second
 
 
+def test_bags_added_after_the_agents_own_cabin_change_get_the_new_cabins_allowance() -> None:
+    gold = {**USER, "membership": "gold"}
+
+    def added(nonfree: int, upgrade: bool) -> LabelValue:
+        run = (Run().user("I'm ana_1. Please move ABC123 to economy and add 3 checked bags.")
+               .call("get_user_details", gold, user_id="ana_1")
+               .call("get_reservation_details", booking("ABC123", cabin="basic_economy"), reservation_id="ABC123")
+               .say("I'll change ABC123 to economy and add 3 bags, charged to your visa 4321. Proceed?").user("yes"))
+        if upgrade:
+            run.call("update_reservation_flights", booking("ABC123"), reservation_id="ABC123", cabin="economy",
+                     flights=[{"flight_number": "HAT001", "date": "2024-05-20"}], payment_id="credit_card_1")
+        run.call("update_reservation_baggages", booking("ABC123", bags=3), reservation_id="ABC123", total_baggages=3,
+                 nonfree_baggages=nonfree, payment_id="credit_card_1")
+        return values(run.trajectory([], [], success=True))["structured_data_reasoning"]
+
+    assert added(1, upgrade=True) == L  # a gold member in economy has 3 free bags, not basic economy's 2
+    assert added(0, upgrade=True) == P
+    assert added(1, upgrade=False) == P
+
+
 def test_a_write_refused_for_its_own_arguments_is_imprecision_one_refused_for_the_state_a_precondition() -> None:
     def refused(error: str) -> dict:
         run = (looked_up("ABC123").user("Please add two bags to ABC123 and pay with my gift card.")

@@ -223,6 +223,25 @@ def test_a_delay_certificate_needs_a_changed_or_cancelled_reservation() -> None:
     assert certificate(cancel_first=False) == L and certificate(cancel_first=True) == P
 
 
+def test_a_certificate_for_more_passengers_than_the_reservation_has_is_data_reasoning() -> None:
+    silver = {**USER, "membership": "silver",
+              "payment_methods": {**USER["payment_methods"], "certificate_7": {"source": "certificate", "id": "certificate_7", "amount": 150}}}
+
+    def offered(text: str, amount: int | None = None) -> LabelValue:
+        run = (Run().user("My flight on ABC123 was cancelled, there were three of us. Can I get compensation?")
+               .call("get_user_details", silver, user_id="ana_1")
+               .call("get_reservation_details", booking("ABC123"), reservation_id="ABC123").say(text))
+        if amount is not None:
+            run.user("yes").call("send_certificate", "Certificate sent", user_id="ana_1", amount=amount)
+        return values(run.trajectory([], [], success=False))["structured_data_reasoning"]
+
+    # ABC123 lists one passenger: $100 is the cancellation gesture, $300 counts the user's three
+    assert offered("I can send a $300 certificate, $100 for each of the three passengers. Shall I?") == L
+    assert offered("I can send a certificate as a gesture. Shall I?", amount=300) == L
+    assert offered("I can send a certificate of $100 per passenger, $100 for your one passenger. Shall I?", amount=100) == P
+    assert offered("You already hold a $150 certificate for your passengers' next trip.") == P  # a balance, no offer
+
+
 def test_a_certificate_after_statuses_showing_no_disruption_confirms_no_facts() -> None:
     silver = {**USER, "membership": "silver"}
 

@@ -14,8 +14,8 @@ from typing import Any, Iterator
 
 from tracegym.analysis.detectors import canonical
 from tracegym.analysis.policy import airline_fares, airline_offers, procedures
-from tracegym.analysis.policy.airline_records import (cancellation_refused, flown, flown_unnoticed, may_compensate, reservation,
-                                                      reservations, unflown_reading, user)
+from tracegym.analysis.policy.airline_records import (CERTIFICATE_PER_PASSENGER, cancellation_refused, flown, flown_unnoticed,
+                                                      may_compensate, reservation, reservations, unflown_reading, user)
 from tracegym.analysis.policy.conversation import Call, Conversation, dicts, listed, mentions
 from tracegym.analysis.policy.domain import ActionRule, ConversationRule, Domain, Finding
 from tracegym.analysis.policy.payments import ORIGINAL_PAYMENT, payment_words
@@ -31,7 +31,6 @@ NO_BAGS = re.compile(r"\b(?:no|(?:do ?n[o'’]t|not|never) (?:need|want)(?: any)
                      r"\s*(?:checked\s+)?(?:bags?|baggage|luggage)\b", re.IGNORECASE)
 _NO_REFUND = re.compile(r"\b(?:not eligible|ineligible|non-?refundable|no refund|not (?:be )?refund\w*|cannot be (?:cancell?ed|"
                         r"refunded))\b", re.IGNORECASE)
-CERTIFICATE_PER_PASSENGER = {"cancelled": 100, "delayed": 50}  # the policy's gesture amounts, in dollars
 
 
 def _cancellation(conversation: Conversation, name: str, arguments: dict, before: int) -> Iterator[Finding]:
@@ -92,9 +91,16 @@ def _route(conversation: Conversation, flights: list[tuple[Any, Any]], before: i
     return [known[str(flights[0][0])]["origin"]] + [known[str(number)]["destination"] for number, _ in flights]
 
 
-def _cabins(conversation: Conversation, record_id: Any, before: int) -> set[str]:
+def _cabins(conversation: Conversation, record_id: Any, before: int, write: dict) -> set[str]:
     """The reservation's cabin as first and as last read before `before` (the allowance follows the
-    cabin after a change)."""
+    cabin after a change); only the new cabin where the agent's own cabin change on it succeeded
+    before the write `write` (its arguments), in an earlier message or earlier in the same one."""
+    calls = conversation.agent_calls
+    at = next((n for n, c in enumerate(calls) if c.index == before and c.arguments == write), len(calls))
+    changed = [str(c.arguments.get("cabin")) for c in calls[:at] if c.name == "update_reservation_flights" and not c.error
+               and c.arguments.get("reservation_id") == record_id and c.arguments.get("cabin") in CABINS]
+    if changed:
+        return {changed[-1]}
     return {str(r.get("cabin")) for r in (reservation(conversation, record_id, before, first=True),
                                           reservation(conversation, record_id, before)) if r is not None}
 
@@ -108,7 +114,7 @@ def _bags(conversation: Conversation, name: str, arguments: dict, before: int) -
         record = reservation(conversation, arguments.get("reservation_id"), before, first=True)
         if record is None:
             return
-        cabins, passengers, owner = _cabins(conversation, record["reservation_id"], before), len(listed(record.get("passengers"))), record.get("user_id")
+        cabins, passengers, owner = _cabins(conversation, record["reservation_id"], before, arguments), len(listed(record.get("passengers"))), record.get("user_id")
         had = record.get("total_baggages") if isinstance(record.get("total_baggages"), int) else 0
         if isinstance(total, int) and total < had:
             yield Finding("policy_compliance", before, f"{name}({record['reservation_id']}): removes checked bags ({had} -> {total})")

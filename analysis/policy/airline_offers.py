@@ -10,7 +10,8 @@ promises and claims the policy does not support are findings even when no write 
   cancellation without a refund offered (the policy has none);
 - precondition verification: compensation offered before any reservation was read;
 - structured data reasoning: a membership level the profile contradicts, a reservation described
-  without having been read, one called already flown whose flights are all still ahead.
+  without having been read, one called already flown whose flights are all still ahead, a
+  certificate counted for more or fewer passengers than any reservation read has.
 Claims are read clause by clause (`conversation.assertions`): questions, conditions and negated
 clauses ("this is not eligible for a refund") assert nothing.
 """
@@ -20,10 +21,12 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from tracegym.analysis.policy.airline_records import (SAID_FLOWN, cancellation_refused, flown, flown_unnoticed, may_compensate,
-                                                      reservation, reservations, unflown_reading, user)
+from tracegym.analysis.policy.airline_records import (CERTIFICATE_PER_PASSENGER, SAID_FLOWN, cancellation_refused, flown,
+                                                      flown_unnoticed, may_compensate, reservation, reservations,
+                                                      unflown_reading, user)
 from tracegym.analysis.policy.conversation import Conversation, assertions, dicts, listed, mentions, negated, sentences
 from tracegym.analysis.policy.domain import ConversationRule, Finding
+from tracegym.analysis.policy.payments import held_methods
 
 _MEMBER_CLAIM = re.compile(r"\b(?:you(?:'re| are)|your|as an?)\s+(?:a\s+)?(gold|silver|regular)\s+(?:member|membership|status|tier)",
                            re.IGNORECASE)
@@ -56,6 +59,9 @@ _BASIC_CABIN_REFUSED = re.compile(r"\b(?:upgrad\w*|cabin)\b[^.?!\n]{0,60}\bbasic
 _CABIN_ALLOWED = re.compile(r"\bcabin (?:class )?(?:can|may)\b", re.IGNORECASE)
 _STATES_A_RULE = re.compile(r"\b(?:only|must|requires?|required|policy)\b", re.IGNORECASE)  # explaining a rule offers nothing
 _REQUIRES = re.compile(r"\b(?:must|requires?|required|policy)\b", re.IGNORECASE)
+_CERTIFICATE_AMOUNT = re.compile(r"\$(\d{2,4})(?:\.00)?(?![\d,])(?!\**\s*(?:(?:per|for each|each|a|x)\b|[/×]))(?!\s*\*\s*\d)",
+                                 re.IGNORECASE)  # a rate ("$50 per passenger", "$50 × 2") is no total
+_GESTURE = re.compile(r"\b(?:certificate|voucher|compensation)\b", re.IGNORECASE)
 _TO_BE_SEEN = re.compile(r"\b(?:determine|check|once|only|outside|beyond)\b|\bpolic(?:y|ies) (?:states?|says?)\b", re.IGNORECASE)
 
 
@@ -226,6 +232,32 @@ def _flown_claims(conversation: Conversation) -> Iterator[Finding]:
                 return
 
 
+def _certificate_amounts(conversation: Conversation) -> Iterator[Finding]:
+    """A certificate sent, or offered in a sentence that also names a passenger count, for a
+    multiple of a gesture's per-passenger amount that no reservation read gives: the passengers
+    counted from what the user claimed, not from the record. A certificate the profile already holds
+    (its balance) is no offer."""
+    per_passenger = sorted(CERTIFICATE_PER_PASSENGER.values())
+    for index, message in enumerate(conversation.messages):
+        if message.role != "assistant":
+            continue
+        read = reservations(conversation, index)
+        if not read:
+            continue
+        due = {rate * len(listed(r.get("passengers"))) for r in read for rate in per_passenger}
+        held = {m.get("amount") for m in held_methods(conversation, index) if m.get("source") == "certificate"}
+        offered = [(int(call.arguments["amount"]), f"send_certificate({call.arguments['amount']})") for call in message.tool_calls
+                   if call.name == "send_certificate" and isinstance(call.arguments.get("amount"), int)]
+        offered += [(int(amount), sentence) for sentence in sentences(message.content or "")
+                    if _GESTURE.search(sentence) and "passenger" in sentence.lower()
+                    for amount in _CERTIFICATE_AMOUNT.findall(sentence)]
+        for amount, where in offered:
+            if amount not in due and amount not in held and any(amount % rate == 0 and amount // rate <= 9 for rate in per_passenger):
+                yield Finding("structured_data_reasoning", index, f"a ${amount} certificate, but ${' or $'.join(map(str, sorted(due)))} "
+                                                                  f"is what the passengers of the reservations read give: {where}")
+                return
+
+
 RULES = (
     ConversationRule("Only compensate if the user is a silver/gold member or has travel insurance or flies business.",
                      _compensation_offers),
@@ -242,4 +274,6 @@ RULES = (
     ConversationRule("If the user doesn't know their reservation id, the agent should help locate it using available tools.",
                      _unread_reservation_claims),
     ConversationRule("Otherwise, flight can be cancelled if any of the following is true", _flown_claims),
+    ConversationRule("the agent can offer a certificate as a gesture after confirming the facts, with the amount being $100 times "
+                     "the number of passengers.", _certificate_amounts),  # the wording both policy versions share
 )

@@ -15,6 +15,7 @@ from tracegym.analysis.policy.domain import Finding
 
 COVERED = re.compile(r"\b(sick|ill|illness|unwell|not feeling well|health|medical|hospital\w*|surgery|injur\w*|doctor|fever|"
                      r"flu|covid|emergency room|weather|storm|hurricane|snow\w*|flood\w*|blizzard)\b", re.IGNORECASE)
+CERTIFICATE_PER_PASSENGER = {"cancelled": 100, "delayed": 50}  # the policy's gesture amounts, in dollars
 SAID_FLOWN = re.compile(r"\b(?:flown|already (?:departed|took off|taken off|taken place|travell?ed|used|happened|completed|left)|"
                          r"in the past|(?:date|flight)s? (?:has|have) (?:already )?passed)\b", re.IGNORECASE)
 

@@ -36,16 +36,17 @@ def payment_words(conversation: Conversation, payment_id: Any) -> tuple[str, ...
     return tuple(dict.fromkeys(words + list(describe_payment(conversation, payment_id))))
 
 
+def held_methods(conversation: Conversation, stop: int) -> list[dict]:
+    """Every payment method (a dict with its "source", "amount", ...) of the profiles read before
+    message `stop`."""
+    methods = [profile.get("payment_methods") for _, profile in conversation.records("payment_methods", stop)]
+    return [m for held in methods for m in dicts(list(held.values()) if isinstance(held, dict) else held)]
+
+
 def _held_kinds(conversation: Conversation, stop: int) -> set[str]:
     """The kinds ("gift_card", "credit_card", "paypal", "certificate") of every payment method the
     profiles read before message `stop` hold."""
-    kinds = set()
-    for _, profile in conversation.records("payment_methods", stop):
-        methods = profile.get("payment_methods")
-        for method in methods.values() if isinstance(methods, dict) else dicts(methods):
-            if isinstance(method, dict) and method.get("source"):
-                kinds.add(str(method["source"]))
-    return kinds
+    return {str(m["source"]) for m in held_methods(conversation, stop) if m.get("source")}
 
 
 def unheld_methods(conversation: Conversation) -> Iterator[Finding]:
