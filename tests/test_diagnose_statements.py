@@ -256,6 +256,20 @@ def test_a_certificate_after_statuses_showing_no_disruption_confirms_no_facts() 
     assert certificate("available") == L and certificate("delayed") == P
 
 
+def test_compensation_offered_after_statuses_showing_no_disruption_confirms_no_facts() -> None:
+    silver = {**USER, "membership": "silver"}
+
+    def offered(status: str) -> LabelValue:
+        run = (Run().user("My flight HAT001 was delayed and I want to cancel ABC123. Can I get compensation?")
+               .call("get_user_details", silver, user_id="ana_1")
+               .call("get_reservation_details", booking("ABC123"), reservation_id="ABC123")
+               .call("get_flight_status", status, flight_number="HAT001", date="2024-05-20")
+               .say("Once ABC123 is cancelled I can issue a $50 certificate as a gesture for the delay."))
+        return values(run.trajectory([], [], success=False))["precondition_verification"]
+
+    assert offered("available") == L and offered("delayed") == P
+
+
 def test_steps_left_after_a_misread_status_are_owed_to_the_misreading_the_early_transfer_is_not() -> None:
     """A telecom agent that reads the fault and calls it fine leaves the fix undone and transfers
     believing the guide exhausted: a data-reasoning failure, not also a dropped step; the transfer

@@ -15,7 +15,8 @@ from typing import Any, Iterator
 from tracegym.analysis.detectors import canonical
 from tracegym.analysis.policy import airline_fares, airline_offers, procedures
 from tracegym.analysis.policy.airline_records import (CERTIFICATE_PER_PASSENGER, cancellation_refused, flown, flown_unnoticed,
-                                                      may_compensate, reservation, reservations, unflown_reading, user)
+                                                      may_compensate, reservation, reservations, undisrupted_statuses,
+                                                      unflown_reading, user)
 from tracegym.analysis.policy.conversation import Call, Conversation, dicts, listed, mentions
 from tracegym.analysis.policy.domain import ActionRule, ConversationRule, Domain, Finding
 from tracegym.analysis.policy.payments import ORIGINAL_PAYMENT, payment_words
@@ -187,12 +188,11 @@ def _certificate(conversation: Conversation, name: str, arguments: dict, before:
     """The facts confirmed first: a reservation read, and where the agent checked flight statuses,
     one of them delayed or cancelled (a certificate after "available" or "on time" confirms nothing)."""
     profile, read = user(conversation, before, arguments.get("user_id")), reservations(conversation, before)
-    statuses = [str(c.output).strip().lower() for c in conversation.agent_calls
-                if c.name == "get_flight_status" and not c.error and c.index < before]
+    statuses = undisrupted_statuses(conversation, before)
     if not read:
         yield Finding("precondition_verification", before, f"send_certificate({arguments.get('amount')}): no reservation "
                                                            "was read to confirm the facts")
-    elif statuses and not any(s in ("delayed", "cancelled") for s in statuses):
+    elif statuses:
         yield Finding("precondition_verification", before, f"send_certificate({arguments.get('amount')}): every flight status "
                                                            f"checked shows no disruption ({', '.join(statuses)})")
     elif profile is not None and not may_compensate(profile, read):

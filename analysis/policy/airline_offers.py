@@ -8,7 +8,8 @@ promises and claims the policy does not support are findings even when no write 
   benefit of travel insurance the policy does not give (it refunds a cancellation for health or
   weather reasons, nothing else); a refund promised for a cancellation the policy forbids; a
   cancellation without a refund offered (the policy has none);
-- precondition verification: compensation offered before any reservation was read;
+- precondition verification: compensation offered before any reservation was read, or when every
+  flight status checked shows no disruption;
 - structured data reasoning: a membership level the profile contradicts, a reservation described
   without having been read, one called already flown whose flights are all still ahead, a
   certificate counted for more or fewer passengers than any reservation read has.
@@ -23,7 +24,7 @@ from typing import Iterator
 
 from tracegym.analysis.policy.airline_records import (CERTIFICATE_PER_PASSENGER, SAID_FLOWN, cancellation_refused, flown,
                                                       flown_unnoticed, may_compensate, reservation, reservations,
-                                                      unflown_reading, user)
+                                                      undisrupted_statuses, unflown_reading, user)
 from tracegym.analysis.policy.conversation import Conversation, assertions, dicts, listed, mentions, negated, sentences
 from tracegym.analysis.policy.domain import ConversationRule, Finding
 from tracegym.analysis.policy.payments import held_methods
@@ -78,14 +79,17 @@ def _claims(conversation: Conversation, words: tuple[str, ...], pattern: re.Patt
 
 
 def _compensation_offers(conversation: Conversation) -> Iterator[Finding]:
-    """Offering a certificate or compensation before confirming the facts (no reservation read),
-    or to a user the policy gives none."""
+    """Offering a certificate or compensation before confirming the facts (no reservation read, or
+    every flight status checked shows no disruption), or to a user the policy gives none."""
     for index, text in conversation.texts("assistant"):
         if "$" not in text or not _OFFER.search(text):
             continue
         profile, read = user(conversation, index), reservations(conversation, index)
         if not read:
             yield Finding("precondition_verification", index, f"offers compensation before reading any reservation: {text}")
+        elif statuses := undisrupted_statuses(conversation, index):
+            yield Finding("precondition_verification", index, f"offers compensation though every flight status checked shows "
+                                                              f"no disruption ({', '.join(statuses)}): {text}")
         if profile is not None and not may_compensate(profile, read):
             yield Finding("policy_compliance", index, f"offers compensation to a {profile.get('membership')} member with "
                                                       f"no insurance or business cabin: {text}")

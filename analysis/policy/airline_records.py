@@ -50,6 +50,15 @@ def flight_status(conversation: Conversation, flight: dict, before: int) -> str 
     return statuses[-1].strip().lower() if statuses else None
 
 
+def undisrupted_statuses(conversation: Conversation, before: int) -> list[str]:
+    """The flight statuses the agent checked before message `before` when none shows a delay or a
+    cancellation (the facts a gesture needs are then not confirmed); [] when none was checked or one
+    does."""
+    statuses = [str(c.output).strip().lower() for c in conversation.agent_calls
+                if c.name == "get_flight_status" and not c.error and c.index < before]
+    return [] if any(s in ("delayed", "cancelled") for s in statuses) else statuses
+
+
 def flown(conversation: Conversation, record: dict, before: int) -> dict | None:
     """The first flight of `record` already flown (dated before today, or reported landed/flying)."""
     today = conversation.now
