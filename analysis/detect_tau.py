@@ -24,8 +24,9 @@ domains) turns what the conversation established into findings, each naming a ca
 - tool_calling_precision: wrong or invented arguments (an id of another kind, as the records filed
   it or the user named it, that the system rejected; a URL no output gave), a payment that did not
   add up, a call written out as text instead of made, a write the system rejected for its own
-  arguments, redone or not (the same correct call repeated is none: a loop that ends the run is
-  multi-step completion's, by its termination);
+  arguments, redone or not (the same correct call repeated is none, unless it cancels again a record
+  its own earlier call cancelled: a loop that ends the run is multi-step completion's, by its
+  termination);
 - policy_compliance: a write or offer the policy forbids (what the agent says counts: a refund
   promised, a benefit invented, a cabin change refused for basic economy, `policy.airline_offers`;
   a procedure no tool provides, such as a reminder, a follow-up or an e-mailed confirmation,
@@ -75,6 +76,7 @@ def findings(conversation: Conversation, domain: Domain) -> list[Finding]:
     found += checks.transfers(conversation, domain, every_gap)  # a transfer before those steps is still early
     found += checks.termination(conversation)
     found += checks.calls_written_as_text(conversation)
+    found += checks.repeated_cancellations(conversation, domain)
     found += checks.misplaced_identifiers(conversation)
     found += quotes.misquoted_charges(conversation, domain)
     found += payments.unheld_methods(conversation)

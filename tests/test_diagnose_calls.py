@@ -86,6 +86,17 @@ def test_bags_added_after_the_agents_own_cabin_change_get_the_new_cabins_allowan
     assert added(1, upgrade=False) == P
 
 
+def test_a_cancellation_made_again_after_it_succeeded_is_imprecision_a_repeated_update_is_not() -> None:
+    def twice(name: str, **arguments) -> LabelValue:
+        run = looked_up("ABC123").say("Cancel ABC123 for a full refund to your visa 4321?").user("yes")
+        for _ in range(2):
+            run.call(name, booking("ABC123"), reservation_id="ABC123", **arguments)
+        return values(run.trajectory([], [], success=False))["tool_calling_precision"]
+
+    assert twice("cancel_reservation") == L  # each cancellation refunds again
+    assert twice("update_reservation_baggages", total_baggages=1, nonfree_baggages=0, payment_id="credit_card_1") == P
+
+
 def test_a_write_refused_for_its_own_arguments_is_imprecision_one_refused_for_the_state_a_precondition() -> None:
     def refused(error: str) -> dict:
         run = (looked_up("ABC123").user("Please add two bags to ABC123 and pay with my gift card.")

@@ -366,6 +366,22 @@ def calls_written_as_text(conversation: Conversation) -> Iterator[Finding]:
             return
 
 
+def repeated_cancellations(conversation: Conversation, domain: Domain) -> Iterator[Finding]:
+    """A cancellation made again on a record the agent's own cancellation of it already cancelled:
+    unlike a repeated update, it is no idempotent retry (each refunds or charges again). The first
+    such call only."""
+    done: set[tuple] = set()
+    for call in conversation.agent_calls:
+        if not call.name.startswith("cancel") or not domain.is_write(call.name) or call.error:
+            continue
+        record = (call.name, record_of(domain, call.arguments))
+        if record in done:
+            yield Finding("tool_calling_precision", call.index, f"{call.name} again on a record its own earlier call "
+                                                                f"already cancelled: {render(call.name, call.arguments)}")
+            return
+        done.add(record)
+
+
 def failed_writes(conversation: Conversation, domain: Domain, gaps: list[Gap]) -> Iterator[Finding]:
     """Writes the system refused. One refused for its own arguments (not found, invalid, missing) is
     imprecision, redone or not (labels/round5_brief.md: "a malformed call the system rejects");
