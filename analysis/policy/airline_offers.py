@@ -249,7 +249,8 @@ def _certificate_amounts(conversation: Conversation) -> Iterator[Finding]:
         if not read:
             continue
         due = {rate * len(listed(r.get("passengers"))) for r in read for rate in per_passenger}
-        held = {m.get("amount") for m in held_methods(conversation, index) if m.get("source") == "certificate"}
+        held = {m.get("amount") for m in held_methods(conversation, index)
+                if m.get("source") == "certificate" and isinstance(m.get("amount"), (int, float))}
         offered = [(int(call.arguments["amount"]), f"send_certificate({call.arguments['amount']})") for call in message.tool_calls
                    if call.name == "send_certificate" and isinstance(call.arguments.get("amount"), int)]
         offered += [(int(amount), sentence) for sentence in sentences(message.content or "")
