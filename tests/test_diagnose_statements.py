@@ -73,6 +73,23 @@ def test_a_telecom_status_read_wrongly_is_data_reasoning() -> None:
     assert run("Yes", "MMS fails; the APN was reset.")["structured_data_reasoning"] == L  # 15.1 GB of 15 GB, never refuelled
 
 
+def test_a_refuel_left_undone_with_the_plans_limit_never_read_is_a_step_left_not_a_misreading() -> None:
+    line = {"line_id": "L2", "phone_number": "555-123-2002", "plan_id": "P2", "data_used_gb": 15.1, "data_refueling_gb": 0.0}
+    plan = {"plan_id": "P2", "data_limit_gb": 15.0, "data_refueling_price_per_gb": 2.0}
+    refuel = [{"name": "refuel_data", "arguments": {"customer_id": "C1", "line_id": "L2", "gb_amount": 2.0}}]
+
+    def run(plan_read: bool) -> dict[str, LabelValue]:
+        steps = Run("telecom", policy="").user("Mobile data fails, my number is 555-123-2002.").call("get_details_by_id", line, id="L2")
+        if plan_read:
+            steps.call("get_details_by_id", plan, id="P2")
+        steps.say("Please restart your phone.").call("transfer_to_human_agents", "Transfer successful", summary="Data fails.")
+        return values(steps.trajectory(refuel, [False], success=False))
+
+    assert run(plan_read=True)["structured_data_reasoning"] == L  # 15.1 GB of 15 GB read, never acted on
+    unread = run(plan_read=False)
+    assert unread["structured_data_reasoning"] == P and unread["multi_step_task_completion"] == L
+
+
 def test_a_wrong_line_read_is_data_reasoning_once_the_agent_tells_the_user_about_it() -> None:
     wrong = {"line_id": "L1", "phone_number": "555-123-2001", "status": "Active", "plan_id": "P1", "data_used_gb": 3.2}
     plan = {"plan_id": "P1", "name": "Basic Plan", "data_limit_gb": 5.0}
