@@ -35,10 +35,11 @@ domains) turns what the conversation established into findings, each naming a ca
   procedure ends in one: one the gold does not make, even if the user asked after a refusal) or
   one that leaves allowed work undone.
 Gold actions are evidence (see `policy.checks`). NA where the task does not need the capability:
-multi-step completion when the task involves fewer than two operations (distinct writes: the
-gold's and the agent's attempts, by tool and record, and each further gold write on a record the
-gold already writes; and a request on another record the agent refused under the policy: one
-request with at most one write; in a workflow domain, telecom, when no step on either side was
+multi-step completion when the task involves fewer than two operations (judged from the task,
+not from what the agent did, as the reading guide says: distinct writes of the gold, by tool and
+record, and each further gold write on a record the gold already writes; and a request the policy
+refuses, on another record: one the agent refused, or one it granted although the policy forbids
+it: one request with at most one write; in a workflow domain, telecom, when no step on either side was
 needed or made) unless a request was left undone all the same, precondition verification
 when neither gold nor agent writes (in domains whose requests need not involve one; in a run with
 no user, an agent changing device state itself writes), tool-calling
@@ -85,16 +86,19 @@ def findings(conversation: Conversation, domain: Domain) -> list[Finding]:
 
 def _operations(conversation: Conversation, domain: Domain) -> int:
     """How many operations a task involves: one per tool and record among the gold's own writes
-    (agent side) and every write the agent attempted (an agent's retry is no new operation), plus
-    each further gold write on a tool and record the gold already writes (an upgrade, then a flight
-    change, of one reservation: gold never retries), plus one for a request on another record the
-    agent refused under the policy (a cancellation refused, then a booking made: two requests)."""
+    (agent side) and the writes the agent attempted that the policy forbids (a request the policy
+    refuses is still one the user made; an agent's other writes, a retry or a record chosen wrongly,
+    are what it did, not what the task asks), plus each further gold write on a tool and record the
+    gold already writes (an upgrade, then a flight change, of one reservation: gold never retries),
+    plus one for a request on another record the agent refused under the policy (a cancellation
+    refused, then a booking made: two requests)."""
     gold = [(a["name"], checks.record_of(domain, a["arguments"])) for a in conversation.gold
             if (a.get("requestor") or "assistant") == "assistant" and a.get("name") != TRANSFER and domain.is_write(a.get("name", ""))]
-    attempted = {(c.name, checks.record_of(domain, c.arguments)) for c in conversation.agent_calls if domain.is_write(c.name)}
-    written = {value for _, record in set(gold) | attempted for _, value in record}
+    forbidden = {(c.name, checks.record_of(domain, c.arguments)) for c in conversation.agent_calls if domain.is_write(c.name)
+                 and any(f.capability == "policy_compliance" for f in domain.check_action(conversation, c.name, c.arguments, c.index))}
+    written = {value for _, record in set(gold) | forbidden for _, value in record}
     refused = any(record not in written for record in checks.refused_records(conversation, domain))
-    return len(set(gold) | attempted) + len(gold) - len(set(gold)) + int(refused)
+    return len(set(gold) | forbidden) + len(gold) - len(set(gold)) + int(refused)
 
 
 def _acts_alone(conversation: Conversation) -> bool:

@@ -173,7 +173,23 @@ def test_a_wrong_record_read_from_the_data_is_data_reasoning_and_a_wrong_record(
     assert verdicts["structured_data_reasoning"].evidence[0].quote.startswith("wrong value read from the data")
     assert verdicts["tool_calling_precision"].value == L  # and a write on the wrong record (labels/round5_brief.md)
     assert verdicts["tool_calling_precision"].evidence[0].quote.startswith("write on another record")
-    assert verdicts["multi_step_task_completion"].value == P
+    # one cancellation asked for: the write on another record is what the agent did, not a second
+    # operation the task involves (labels/round5_brief.md: judge from the task, not the agent)
+    assert verdicts["multi_step_task_completion"].value == N
+
+
+def test_a_request_the_policy_refuses_is_still_one_the_user_made() -> None:
+    book = {"name": "book_reservation", "arguments": {"user_id": "ana_1", "flights": [{"flight_number": "HAT002", "date": "2024-05-21"}]}}
+
+    def operations(cancels: bool) -> LabelValue:
+        run = looked_up("ABC123", created="2024-05-01T10:00:00")  # economy, no insurance, booked two weeks ago
+        if cancels:
+            run.say("Cancel ABC123?").user("yes").call("cancel_reservation", booking("ABC123"), reservation_id="ABC123")
+        run.say("Book HAT002 on May 21?").user("yes").call(book["name"], booking("NEW001"), **book["arguments"])
+        return detect(run.trajectory([book], [True]))["multi_step_task_completion"].value
+
+    assert operations(cancels=True) == P  # the forbidden cancellation, then the booking: two requests
+    assert operations(cancels=False) == N  # the booking alone
 
 
 def test_a_skipped_lookup_is_not_a_missed_step() -> None:
