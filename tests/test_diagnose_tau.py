@@ -347,8 +347,11 @@ def test_a_required_transfer_never_made_leaves_a_workflows_last_step_undone() ->
         transfer = {"name": "transfer_to_human_agents", "arguments": {"summary": "x"}}
         return values(run.say("Your line is active again.").trajectory([transfer], [False], success=False))
 
-    assert stopped("telecom")["policy_compliance"] == L and stopped("telecom")["multi_step_task_completion"] == L
-    assert stopped("airline")["policy_compliance"] == L and stopped("airline")["multi_step_task_completion"] != L
+    # the escalation left out is work left undone, not a rule broken (the readers: the missing
+    # escalation "is labelled under multi_step_task_completion"; outside a workflow a refusal the
+    # gold would have transferred complies)
+    assert stopped("telecom")["policy_compliance"] == P and stopped("telecom")["multi_step_task_completion"] == L
+    assert stopped("airline")["policy_compliance"] == P and stopped("airline")["multi_step_task_completion"] != L
 
 
 def test_an_agent_alone_changing_device_state_needs_its_preconditions_checked() -> None:

@@ -8,7 +8,9 @@ told apart as: a value the user dictated (the agent followed the user), a wrong 
 the data (structured data reasoning; a record chosen that way is also a write on the wrong record,
 tool-calling precision, labels/round5_brief.md), a wrong or invented argument (tool-calling
 precision), a request the agent refused although the policy allows it (policy compliance), or a
-step never carried out (multi-step completion). A missed gold look-up is not a missed step.
+step never carried out (multi-step completion). A missed gold look-up is not a missed step; a
+missed gold transfer is one only in a workflow domain, whose procedure ends in it (no policy
+finding: elsewhere a refusal in its place complies).
 """
 
 from __future__ import annotations
@@ -66,8 +68,7 @@ class Gap:
     "attempted" (the same call was made), "deferred" (the user put it off), "data", "argument",
     "refused", "transfer", "not_done"; `finding` the capability finding it gives the agent, or for
     the two GOLD_AT_FAULT kinds what is wrong with the gold; `also` a second finding of the same
-    gap (the wrong record of a "data" gap; in a workflow domain, the escalation step a missing
-    transfer left undone)."""
+    gap (the wrong record of a "data" gap)."""
 
     action: dict[str, Any]
     kind: str
@@ -264,8 +265,7 @@ def gold_gaps(conversation: Conversation, domain: Domain) -> list[Gap]:
         if name == TRANSFER:
             if not any(c.name == TRANSFER for c in conversation.agent_calls):
                 required = "the policy required a transfer to a human agent; none was made"
-                gaps.append(Gap(action, "transfer", Finding("policy_compliance", None, required),  # in a workflow, its last step
-                                Finding("multi_step_task_completion", None, required) if domain.workflow else None))
+                gaps.append(Gap(action, "transfer", Finding("multi_step_task_completion", None, required) if domain.workflow else None))
             continue
         same = [c for c in conversation.agent_calls if c.name == name and record_of(domain, c.arguments) == record_of(domain, arguments)]
         other = [c for c in writes if c.name == name and id(c) not in claimed]
