@@ -10,11 +10,12 @@ diagnosed with it. In order:
   policy excludes, a date of birth the profile contradicts), or is one the benchmark corrected in
   a later task set, or the agent did what the corrected set expects (`policy.corrections`, keyed
   by the action's content, so a run graded on the corrected set is not blamed); the gold was
-  checked, not trusted. A gold action that breaks the policy blames the benchmark only where the
-  agent made no error of its own at a message other than policy compliance (misread data, an
-  imprecise call, an unverified write, a dropped step: then it did not behave correctly either);
-  it outranks the user simulator's early stop below (the run could not have passed anyway); a
-  merely corrected one does not;
+  checked, not trusted. A wrong or corrected gold action blames the benchmark only where the agent
+  made no error of its own other than policy compliance (misread data, an imprecise call, an
+  unverified write, a dropped step: then it did not behave correctly either, and the readers'
+  "benchmark" is an agent that behaved correctly under the policy); one that breaks the policy
+  outranks the user simulator's early stop below (the run could not have passed anyway); a merely
+  corrected one does not;
 - user simulator: the run ended with `user_error`; or the simulated user's stop token ended the
   run before the agent could act (as its first words, with a yes to the agent's proposal, or
   alone while the agent awaited an answer; a closing "anything else?" awaits none); or every
@@ -66,11 +67,10 @@ def _gold_at_fault(trajectory_id: str, reason: str, gap: checks.Gap) -> FailureS
 
 
 def _own_errors(conversation: Conversation, domain: Domain) -> list[Finding]:
-    """The agent's own errors at a message, other than policy compliance (whose rule may be the one
-    the gold gets wrong): misread data, imprecise calls, unverified writes, steps dropped. An agent
-    that made them did not behave correctly, so a wrong gold does not make the failure the
-    benchmark's."""
-    return [f for f in detect_tau.findings(conversation, domain) if f.index is not None and f.capability != "policy_compliance"]
+    """The agent's own errors other than policy compliance (whose rule may be the one the gold gets
+    wrong): misread data, imprecise calls, unverified writes, steps dropped. An agent that made them
+    did not behave correctly, so a wrong gold does not make the failure the benchmark's."""
+    return [f for f in detect_tau.findings(conversation, domain) if f.capability != "policy_compliance"]
 
 
 def attribute(trajectory: Trajectory) -> FailureSource:
@@ -94,7 +94,7 @@ def attribute(trajectory: Trajectory) -> FailureSource:
         return _deterministic(tid, "user_simulator", "the user simulator stopped before the agent could act",
                               evidence(left.index, left.text))
     corrected = [g for g in gaps if g.kind == "corrected_gold"]
-    if corrected:
+    if corrected and not _own_errors(conversation, domain):
         return _gold_at_fault(tid, "gold action corrected by the benchmark", corrected[0])
     domain_name = str(trajectory.metadata.get("domain") or "")
     right = [c for c in conversation.agent_calls if corrections.corrected_expects(domain_name, trajectory.task_id, c.name, c.arguments)]

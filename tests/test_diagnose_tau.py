@@ -510,6 +510,10 @@ def test_gold_the_benchmark_corrected_blames_it_only_for_runs_graded_on_it(share
     run = Run().user("cancel NQNU5R please").say("Could you tell me why?").user("Plans changed.")
     old_gold = run.trajectory([stale], [False], task="9")
     assert attribute(old_gold).reason == "gold action corrected by the benchmark"
+    erred = (Run().user("cancel NQNU5R please").call("get_reservation_details", "Error: Reservation ana_1 not found",
+                                                      error=True, reservation_id="ana_1")
+             .say("Could you tell me why?").user("Plans changed."))
+    assert attribute(erred.trajectory([stale], [False], task="9")).source == "agent"  # the gold is stale, but the agent erred too
     assert attribute(run.trajectory([{**stale, "arguments": {"reservation_id": "OTHER1"}}], [False], task="9")).source == "agent"
     # Task 7's stale flight change was replaced by another one: an agent that made neither fails the corrected set too.
     replaced = next(a for a in airline_old["7"]["evaluation_criteria"]["actions"]
