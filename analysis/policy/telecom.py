@@ -167,20 +167,16 @@ def _denied_faults(conversation: Conversation) -> Iterator[Finding]:
 def _exceeded_unaddressed(conversation: Conversation) -> Iterator[Finding]:
     """A line of the user's over its data limit, its usage and its plan's limit both read, never
     refuelled: the usage shown was not acted on. With the limit never read there was no comparison
-    to get wrong (the reading guide: PRESENT when unsure); a refuel the gold makes is then a step
-    left undone (multi-step completion, by the gold's gap)."""
-    lines = user_lines(conversation)
+    to get wrong (labels/round5_brief.md: a usage never compared is no data reasoning); a refuel the
+    gold makes is then a step left undone (multi-step completion, by the gold's gap)."""
     refuelled = {str(c.arguments.get("line_id")) for c in conversation.agent_calls if c.name == "refuel_data" and not c.error}
     shown = exceeded_lines(conversation)
-    read = {line for line in lines if conversation.record("line_id", line, with_key="data_used_gb") is not None}
-    for line in sorted(lines & read - refuelled):
-        if line in shown:
-            ends = [c.index for c in conversation.agent_calls if c.name == TRANSFER] or [
-                i for i, _ in conversation.texts("assistant")[-1:]] or [conversation.last]
-            usage = shown.get(line) or f"usage {conversation.record('line_id', line, with_key='data_used_gb').get('data_used_gb')} GB"
-            yield Finding("structured_data_reasoning", ends[0], f"line {line} {usage} was read, yet the exceeded data "
-                                                                f"allowance was never addressed (no refuel)", misled=True)
-            return
+    for line in sorted(set(shown) & user_lines(conversation) - refuelled):
+        ends = [c.index for c in conversation.agent_calls if c.name == TRANSFER] or [
+            i for i, _ in conversation.texts("assistant")[-1:]] or [conversation.last]
+        yield Finding("structured_data_reasoning", ends[0], f"line {line} {shown[line]} was read, yet the exceeded data "
+                                                            f"allowance was never addressed (no refuel)", misled=True)
+        return
 
 
 _LOCKED_SIM = "escalate to technical support for assistance with SIM security"
