@@ -36,7 +36,7 @@ domains) turns what the conversation established into findings, each naming a ca
   one that leaves allowed work undone.
 Gold actions are evidence (see `policy.checks`). NA where the task does not need the capability:
 multi-step completion when the task involves fewer than two operations (judged from the task,
-not from what the agent did, as the reading guide says: distinct writes of the gold, by tool and
+not from what the agent did, labels/round5_brief.md: distinct writes of the gold, by tool and
 record, and each further gold write on a record the gold already writes; and a request the policy
 refuses, on another record: one the agent refused, or one it granted although the policy forbids
 it: one request with at most one write; in a workflow domain, telecom, when no step on either side was

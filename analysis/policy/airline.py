@@ -115,7 +115,8 @@ def _bags(conversation: Conversation, name: str, arguments: dict, before: int) -
         record = reservation(conversation, arguments.get("reservation_id"), before, first=True)
         if record is None:
             return
-        cabins, passengers, owner = _cabins(conversation, record["reservation_id"], before, arguments), len(listed(record.get("passengers"))), record.get("user_id")
+        cabins = _cabins(conversation, record["reservation_id"], before, arguments)
+        passengers, owner = len(listed(record.get("passengers"))), record.get("user_id")
         had = record.get("total_baggages") if isinstance(record.get("total_baggages"), int) else 0
         if isinstance(total, int) and total < had:
             yield Finding("policy_compliance", before, f"{name}({record['reservation_id']}): removes checked bags ({had} -> {total})")

@@ -251,7 +251,7 @@ def _certificate_amounts(conversation: Conversation) -> Iterator[Finding]:
         due = {rate * len(listed(r.get("passengers"))) for r in read for rate in per_passenger}
         held = {m.get("amount") for m in held_methods(conversation, index)
                 if m.get("source") == "certificate" and isinstance(m.get("amount"), (int, float))}
-        offered = [(int(call.arguments["amount"]), f"send_certificate({call.arguments['amount']})") for call in message.tool_calls
+        offered = [(call.arguments["amount"], f"send_certificate({call.arguments['amount']})") for call in message.tool_calls
                    if call.name == "send_certificate" and isinstance(call.arguments.get("amount"), int)]
         offered += [(int(amount), sentence) for sentence in sentences(message.content or "")
                     if _GESTURE.search(sentence) and "passenger" in sentence.lower()
