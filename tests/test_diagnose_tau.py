@@ -332,9 +332,15 @@ def test_a_transfer_is_judged_by_whether_the_policy_calls_for_it_not_by_the_user
 
     assert transferred("Please connect me to a human agent.") == L  # labels/transfer_amendment.md
     assert transferred("What is my balance?") == L
-    expected = (looked_up("ABC123").user("My SIM is locked.").call("transfer_to_human_agents", "Transfer successful", summary="x")
-                .trajectory([{"name": "transfer_to_human_agents", "arguments": {"summary": "x"}}], [True], success=True))
-    assert values(expected)["policy_compliance"] == P  # the task itself calls for the transfer
+    def gold_transferred(domain: str) -> LabelValue:
+        run = (Run(domain, policy="").user("Change my flight's destination to LAS.").say("A destination cannot be changed.")
+               .user("Then I want a human.").call("transfer_to_human_agents", "Transfer successful", summary="x"))
+        gold = [{"name": "transfer_to_human_agents", "arguments": {"summary": "x"}}]
+        return values(run.trajectory(gold, [True], success=True))["policy_compliance"]
+
+    # a gold transfer after a refusal does not make one called for (airline task 13, retail 12 and
+    # 26: labels/round5_brief.md); a workflow's procedure ends in one
+    assert gold_transferred("airline") == L and gold_transferred("telecom") == P
     flown = (Run().user("Cancel ABC123, please.").call("get_reservation_details", booking("ABC123", date="2024-05-10"),
                                                         reservation_id="ABC123")
              .call("transfer_to_human_agents", "Transfer successful", summary="flown").trajectory([cancel("ABC123")], [False]))
