@@ -43,14 +43,19 @@ def test_the_same_correct_call_repeated_is_no_imprecision() -> None:
 
 
 def test_a_write_to_another_line_than_the_users_is_a_wrong_record_chosen_by_misreading() -> None:
-    lines = {"L1": "555-123-2001", "L2": "555-123-2002"}
-    run = (Run("telecom", policy="").user("My data does not work abroad; my number is 555-123-2002.")
-           .call("get_customer_by_phone", {"customer_id": "C1", "line_ids": list(lines)}, phone_number="555-123-2002"))
-    for line, number in lines.items():
-        run.call("get_details_by_id", {"line_id": line, "phone_number": number, "roaming_enabled": False}, id=line)
-    verdicts = values(run.call("enable_roaming", {"line_id": "L1", "roaming_enabled": True}, customer_id="C1", line_id="L1")
+    def roaming_enabled_on_l1(with_user: bool) -> dict:
+        lines = {"L1": "555-123-2001", "L2": "555-123-2002"}
+        run = Run("telecom", policy="")
+        if with_user:  # else a solo run: its ticket named the number the agent looks the customer up by
+            run.user("My data does not work abroad; my number is 555-123-2002.")
+        run.call("get_customer_by_phone", {"customer_id": "C1", "line_ids": list(lines)}, phone_number="555-123-2002")
+        for line, number in lines.items():
+            run.call("get_details_by_id", {"line_id": line, "phone_number": number, "roaming_enabled": False}, id=line)
+        return values(run.call("enable_roaming", {"line_id": "L1", "roaming_enabled": True}, customer_id="C1", line_id="L1")
                       .say("Roaming is enabled on your line.").trajectory([], [], success=False))
-    assert verdicts["structured_data_reasoning"] == L and verdicts["tool_calling_precision"] == L  # labels/round5_brief.md
+
+    for verdicts in (roaming_enabled_on_l1(with_user=True), roaming_enabled_on_l1(with_user=False)):
+        assert verdicts["structured_data_reasoning"] == L and verdicts["tool_calling_precision"] == L  # labels/round5_brief.md
 
 
 def test_paid_bags_outside_every_memberships_allowance_are_a_misreading_even_with_the_profile_unread() -> None:

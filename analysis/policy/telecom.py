@@ -48,14 +48,18 @@ _NOT_A_CLAIM = re.compile(r"\b(?:make sure|ensure|check|verify|please|once|when|
 
 
 def user_numbers(conversation: Conversation, before: int | None = None) -> set[str]:
-    return set(PHONE.findall(conversation.user_text(before)))
+    """The phone numbers the user gave before message `before` (default: all); in a run with no user
+    (a solo run, whose ticket names the number), those the agent looked the customer up by."""
+    if conversation.texts("user"):
+        return set(PHONE.findall(conversation.user_text(before)))
+    return {str(c.arguments.get("phone_number")) for c in conversation.agent_calls
+            if c.name == "get_customer_by_phone" and (before is None or c.index < before)}
 
 
 def user_lines(conversation: Conversation) -> set[str]:
-    """The lines the task is about: those with a number the user gave (in a run with no user, the
-    number the agent looked the customer up by) and those the gold actions act on."""
-    numbers = user_numbers(conversation) or {str(c.arguments.get("phone_number")) for c in conversation.agent_calls
-                                             if c.name == "get_customer_by_phone"}
+    """The lines the task is about: those with a number the user gave (`user_numbers`) and those the
+    gold actions act on."""
+    numbers = user_numbers(conversation)
     return ({line for line, number in line_numbers(conversation).items() if number in numbers}
             | {str(a["arguments"]["line_id"]) for a in conversation.gold if a["arguments"].get("line_id")})
 
