@@ -60,6 +60,11 @@ def test_multi_step_completion_is_needed_where_the_task_involves_two_writes() ->
     sent_away = (looked_up("ABC123").say("ABC123 can be cancelled; please contact us again tomorrow and we'll do it then.")
                  .user("OK, I will reach out again later. ###STOP###"))
     assert values(sent_away.trajectory([cancel("ABC123")], [False]))["multi_step_task_completion"] == L  # the agent put it off
+    looped = looked_up("ABC123").say("Cancel ABC123?").user("yes").call("cancel_reservation", booking("ABC123"), reservation_id="ABC123")
+    for _ in range(3):
+        looped.call("transfer_to_human_agents", "Transfer successful", summary="x")
+    cut = looped.trajectory([cancel("ABC123")], [True], termination="max_steps")
+    assert values(cut)["multi_step_task_completion"] == L  # a loop until max_steps stays LACKING (labels/round5_brief.md)
 
 
 def test_a_request_refused_under_the_policy_then_another_carried_out_makes_two_operations() -> None:

@@ -504,4 +504,4 @@ def transfers(conversation: Conversation, domain: Domain, gaps: list[Gap]) -> It
 def termination(conversation: Conversation) -> Iterator[Finding]:
     reason = conversation.trajectory.termination_reason
     if reason in LOOPING_TERMINATIONS:
-        yield Finding("multi_step_task_completion", conversation.last, f"terminated by {reason}")
+        yield Finding("multi_step_task_completion", conversation.last, f"terminated by {reason}", True)
