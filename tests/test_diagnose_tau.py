@@ -343,9 +343,10 @@ def test_a_transfer_is_judged_by_whether_the_policy_calls_for_it_not_by_the_user
         gold = [{"name": "transfer_to_human_agents", "arguments": {"summary": "x"}}]
         return values(run.trajectory(gold, [True], success=True))["policy_compliance"]
 
-    # a gold transfer after a refusal does not make one called for (airline task 13, retail 12 and
-    # 26: labels/round5_brief.md); a workflow's procedure ends in one
-    assert gold_transferred("airline") == L and gold_transferred("telecom") == P
+    # a gold transfer after a refusal does not make one called for where the policy's rules are
+    # checks (airline task 13, retail 12 and 26: labels/round5_brief.md); a workflow's procedure ends
+    # in one; with no rules encoded (a domain the package does not know) the gold is the evidence
+    assert gold_transferred("airline") == L and gold_transferred("telecom") == P and gold_transferred("hotel") == P
     flown = (Run().user("Cancel ABC123, please.").call("get_reservation_details", booking("ABC123", date="2024-05-10"),
                                                         reservation_id="ABC123")
              .call("transfer_to_human_agents", "Transfer successful", summary="flown").trajectory([cancel("ABC123")], [False]))

@@ -480,16 +480,18 @@ def transfers(conversation: Conversation, domain: Domain, gaps: list[Gap]) -> It
     """A transfer the policy does not call for, or one made while allowed work the task needed was
     left undone (`gaps`: every gap, also those a misreading is blamed for). The airline and retail
     policies transfer "if and only if the request cannot be handled within the scope of your
-    actions": a transfer is not called for, even when the user asks for a human after a refusal the
-    policy required (labels/round5_brief.md, labels/transfer_amendment.md) and even when the gold
-    transfers there (every gold transfer in τ²'s airline and retail tasks follows such a refusal),
-    unless a gold action breaks a rule that sends the request to a human (a cancellation after a
-    flight was flown). In a
+    actions": where the domain's rules are checks (`Domain.action_rules`), a transfer is called for
+    only where a gold action breaks a rule that sends the request to a human (a cancellation after a
+    flight was flown), not even when the user asks for a human after a refusal the policy required
+    (labels/round5_brief.md, labels/transfer_amendment.md) and the gold transfers there (every gold
+    transfer in τ²'s airline and retail tasks follows such a refusal). Where no rules are encoded
+    (the generic domain), a gold transfer is the only evidence the policy calls for one. In a
     workflow domain the procedure itself ends in a transfer once its steps are exhausted ("try all
     the relevant resolution steps before transferring"), so there only the work left undone counts."""
     left = [g for g in gaps if g.kind in ("not_done", "refused", "argument", "data")]
-    expected = domain.workflow or any(g.kind == "breaks_policy" and g.finding is not None and g.finding.transfers
-                                      for g in gaps)
+    gold_transfers = any(a["name"] == TRANSFER for a in conversation.gold)
+    expected = domain.workflow or (gold_transfers and not domain.action_rules) or any(
+        g.kind == "breaks_policy" and g.finding is not None and g.finding.transfers for g in gaps)
     for call in conversation.agent_calls:
         if call.name != TRANSFER:
             continue
