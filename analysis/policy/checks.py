@@ -504,6 +504,8 @@ def transfers(conversation: Conversation, domain: Domain, gaps: list[Gap]) -> It
 
 
 def termination(conversation: Conversation) -> Iterator[Finding]:
+    """A run cut by a looping termination (max_steps ...): multi-step LACKING, shown whatever the
+    task's shape (labels/round5_brief.md: "a loop until max_steps stays LACKING")."""
     reason = conversation.trajectory.termination_reason
     if reason in LOOPING_TERMINATIONS:
         yield Finding("multi_step_task_completion", conversation.last, f"terminated by {reason}", True)
