@@ -337,6 +337,7 @@ def test_a_transfer_is_judged_by_whether_the_policy_calls_for_it_not_by_the_user
 
     assert transferred("Please connect me to a human agent.") == L  # labels/transfer_amendment.md
     assert transferred("What is my balance?") == L
+
     def gold_transferred(domain: str) -> LabelValue:
         run = (Run(domain, policy="").user("Change my flight's destination to LAS.").say("A destination cannot be changed.")
                .user("Then I want a human.").call("transfer_to_human_agents", "Transfer successful", summary="x"))
