@@ -11,7 +11,6 @@ are taken by `selection.majority` (ties lean to PRESENT).
 
 from __future__ import annotations
 
-import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar, Literal, TypeVar
@@ -20,35 +19,38 @@ from pydantic import BaseModel, ValidationError
 from tqdm import tqdm
 
 from tracegym.analysis.attribution import FailureSource
+from tracegym.analysis.catalogue import benchmark_family
+from tracegym.analysis.judge_case import case_file, conventions, message_text, render_transcript
 from tracegym.analysis.llm_client import ChatClient, ClientError
 from tracegym.config import option
-from tracegym.schema import Capability, Evidence, Label, LabelValue, Message, Trajectory
+from tracegym.schema import Capability, Evidence, Label, LabelValue, Trajectory
 
-MESSAGE_CHARS = 600  # per message in the transcript shown to the judge
-TRANSCRIPT_CHARS = 24_000  # whole transcript; the middle is elided beyond this
-
-LABEL_PROMPT = """You are auditing one run of an AI agent. For EVERY capability listed, decide:
+LABEL_PROMPT = """You are auditing one run of an AI agent, as a careful reader would: read the case file (what the run recorded
+of the policy the agent was given, the user's hidden instructions, the benchmark's gold actions and outcome) and the
+whole transcript.
+For EVERY capability listed, decide:
 - NA: the task did not need this capability;
 - PRESENT: the task needed it and the agent showed it;
 - LACKING: the task needed it and the agent clearly failed to show it.
 Be conservative: when you are unsure, answer PRESENT. False LACKING labels are costly.
 For each capability give the index of the message that decides it (or null) and a short verbatim quote from it.
-
+{conventions}
 Capabilities:
 {capabilities}"""
 
-SOURCE_PROMPT = """You are auditing a FAILED run of an AI agent on a benchmark with a simulated user.
+SOURCE_PROMPT = """You are auditing a FAILED run of an AI agent on a benchmark with a simulated user. Read the case file
+(what the run recorded of the policy the agent was given, the user's hidden instructions, the gold actions and
+outcome) and the transcript.
 Decide what caused the failure:
 - agent: the agent made the mistake;
 - user_simulator: the simulated user left its instructions (stopped early, invented details, accepted what it was told to decline, contradicted itself);
 - benchmark: the expected (gold) outcome is wrong, e.g. it contradicts the policy given what the agent saw.
-Answer "agent" unless the transcript shows otherwise. Quote the decisive message.
+Answer "agent" unless the transcript shows otherwise. Quote the decisive message."""
 
-User instructions given to the simulator:
-{instructions}
 
-Expected (gold) actions:
-{gold}"""
+def judged_text(trajectory: Trajectory) -> str:
+    """What the judge is sent about one run: its case file, then its transcript (`judge_case`)."""
+    return f"{case_file(trajectory)}\n\n## Transcript\n{render_transcript(trajectory)}"
 
 
 class CapabilityVerdict(BaseModel):
@@ -86,31 +88,6 @@ def _strict_schema(model: type[BaseModel]) -> dict:
 
     close(schema)
     return schema
-
-
-def message_text(message: Message) -> str:
-    """One message as the judge reads it, on one line: its text, its tool calls, an error mark."""
-    text = message.content
-    if message.tool_calls:
-        text += " " + " ".join(f"CALL {c.name}({json.dumps(c.arguments)})" for c in message.tool_calls)
-    if message.error:
-        text = "ERROR " + text
-    return " ".join(text.split())
-
-
-def render_transcript(trajectory: Trajectory) -> str:
-    """Numbered messages, each cut to MESSAGE_CHARS, the middle elided beyond TRANSCRIPT_CHARS."""
-    lines = []
-    for index, message in enumerate(trajectory.messages):
-        text = message_text(message)
-        if len(text) > MESSAGE_CHARS:
-            text = text[: MESSAGE_CHARS - 1] + "…"
-        lines.append(f"[{index}] {message.role}: {text}")
-    transcript = "\n".join(lines)
-    if len(transcript) > TRANSCRIPT_CHARS:
-        half = TRANSCRIPT_CHARS // 2
-        transcript = transcript[:half] + "\n[... middle of the run elided ...]\n" + transcript[-half:]
-    return transcript
 
 
 def check_quote(trajectory: Trajectory, index: int | None, quote: str, required: bool = False) -> None:
@@ -202,7 +179,8 @@ class LLMJudge:
     def label(self, trajectories: list[Trajectory], capabilities: list[Capability], progress: bool = False) -> JudgeResult:
         """Labels for every (trajectory, capability) pair in each of `runs` runs."""
         listing = "\n".join(f"- {c.name}: {c.description}" for c in capabilities)
-        system = LABEL_PROMPT.format(capabilities=listing)
+        written = conventions({benchmark_family(t.source.benchmark) for t in trajectories})
+        system = LABEL_PROMPT.format(capabilities=listing, conventions=f"\n{written}\n" if written else "")
         names = {c.name for c in capabilities}
         result = JudgeResult(model=self.client.model, prompt=system)
 
@@ -217,7 +195,7 @@ class LLMJudge:
                 for verdict in answer.verdicts:
                     check_quote(trajectory, verdict.message_index, verdict.quote, required=verdict.value == "LACKING")
 
-            answer = self._ask(system, render_transcript(trajectory), LabelAnswer, check, run, attempts)
+            answer = self._ask(system, judged_text(trajectory), LabelAnswer, check, run, attempts)
             if answer is None:
                 return [], attempts
             return [Label(trajectory_id=trajectory.id, capability=v.capability, value=LabelValue(v.value),
@@ -239,14 +217,10 @@ class LLMJudge:
 
         def one(trajectory: Trajectory) -> tuple[FailureSource | None, Attempts]:
             attempts = Attempts()
-            system = SOURCE_PROMPT.format(
-                instructions=json.dumps(trajectory.metadata.get("user_instructions") or trajectory.metadata.get("problem_statement", ""))[:4000],
-                gold=json.dumps(trajectory.diagnostics.get("gold_actions") or [])[:4000])
-
             def check(answer: SourceAnswer) -> None:
                 check_quote(trajectory, answer.message_index, answer.quote)
 
-            answer = self._ask(system, render_transcript(trajectory), SourceAnswer, check, 0, attempts)
+            answer = self._ask(SOURCE_PROMPT, judged_text(trajectory), SourceAnswer, check, 0, attempts)
             if answer is None:
                 return None, attempts
             return FailureSource(trajectory_id=trajectory.id, source=answer.source, reason=answer.reason, method="judge",

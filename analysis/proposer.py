@@ -14,7 +14,8 @@ import re
 from pydantic import BaseModel, Field, ValidationError
 
 from tracegym.analysis.contrast import TaskContrast
-from tracegym.analysis.judge import _strict_schema, render_transcript
+from tracegym.analysis.judge import _strict_schema
+from tracegym.analysis.judge_case import render_transcript
 from tracegym.analysis.llm_client import ChatClient, ClientError
 from tracegym.schema import Capability, Trajectory
 
@@ -67,8 +68,8 @@ def propose(client: ChatClient, contrasts: list[TaskContrast], trajectories: dic
     sections = []
     for entry in contrasts[:max_pairs]:
         success, failure = entry.pairs[0]
-        sections.append(f"## Task {entry.task}\n### FAILED run\n{render_transcript(trajectories[failure])[:PAIR_CHARS]}"
-                        f"\n### SUCCESSFUL run\n{render_transcript(trajectories[success])[:PAIR_CHARS]}")
+        sections.append(f"## Task {entry.task}\n### FAILED run\n{render_transcript(trajectories[failure], PAIR_CHARS)}"
+                        f"\n### SUCCESSFUL run\n{render_transcript(trajectories[success], PAIR_CHARS)}")
     if not sections:
         return []
     messages = [{"role": "system", "content": PROPOSER_PROMPT.format(known=", ".join(c.name for c in known))},

@@ -134,6 +134,13 @@ def test_judge_end_to_end_with_retries_votes_and_counted_malformed(server: str, 
     assert body["model"] == "stand-in-judge"
     assert body["response_format"]["type"] == "json_schema" and body["response_format"]["json_schema"]["strict"] is True
     assert "when you are unsure, answer PRESENT" in body["messages"][0]["content"]
+    assert "How careful readers tell the capabilities apart on τ-bench" in body["messages"][0]["content"]
+    # The judge reads the case file a careful reader has before the transcript, every tool result whole.
+    sent = body["messages"][1]["content"]
+    assert sent.startswith("## Gold actions") and "- none: the task expects no action" in sent
+    assert "## Transcript\n[0] user: please check flight" in sent and "[2] tool: " in sent
+    source = next(r for r in StandIn.requests if r["response_format"]["json_schema"]["name"] == "SourceAnswer")
+    assert "## Outcome\nreward 0.0" in source["messages"][1]["content"]
 
     stats = {s.capability.name: s for s in report.capabilities}
     precision = stats["tool_calling_precision"]
