@@ -108,9 +108,10 @@ def case_file(trajectory: Trajectory) -> str:
     parts = []
     if policy := str(trajectory.metadata.get("policy") or "").strip():
         parts.append(f"## Policy the agent was given\n{_cut(policy, POLICY_CHARS)}")
-    instructions = trajectory.metadata.get("user_instructions") or trajectory.metadata.get("problem_statement")
-    if instructions:
+    if instructions := trajectory.metadata.get("user_instructions"):
         parts.append(f"## The user's instructions (hidden from the agent)\n{_json(instructions)}")
+    elif problem := trajectory.metadata.get("problem_statement"):
+        parts.append(f"## The task given to the agent\n{_cut(str(problem), FIELD_CHARS)}")
     if gold := _gold(trajectory):
         parts.append("## Gold actions (the benchmark's expected actions: evidence, not truth)\n" + "\n".join(gold))
     parts.append(f"## Outcome\nreward {trajectory.reward}, ended by {trajectory.termination_reason}")

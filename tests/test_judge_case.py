@@ -62,6 +62,8 @@ def test_the_case_file_holds_what_a_careful_reader_reads() -> None:
     assert "- none: the task expects no action" in case_file(run(["hello"], diagnostics={"gold_actions": []}))
     by_user = {"gold_actions": [{"name": "toggle_data", "arguments": {}, "requestor": "user"}]}
     assert "- toggle_data({}) (the user's action)" in case_file(run(["hello"], diagnostics=by_user))
+    issue = case_file(run(["hello"], metadata={"problem_statement": "TypeError in parse()"}))
+    assert "## The task given to the agent\nTypeError in parse()" in issue and "hidden" not in issue
     bare = case_file(run(["hello"]))
     assert "Policy" not in bare and "instructions" not in bare and "Gold" not in bare and "reward 0.0" in bare
 
