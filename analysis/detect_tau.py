@@ -5,13 +5,12 @@ domains) turns what the conversation established into findings, each naming a ca
 - structured_data_reasoning: a wrong value read from the data (another record's id, a miscounted
   bag allowance (the new cabin's after the agent's own change), a certificate for a passenger count no
   reservation read has, an unavailable item), a claim the records contradict, the wrong customer line, a
-  device setting called fine while the status read shows the fault, a data allowance exceeded and
-  never acted on, a charge or refund stated that the writes made did not (`policy.quotes`), a
-  payment the system refused because it did not add up to the total, a fare called the cheapest
-  while the search read lists a cheaper one or a price difference taken from the amount paid
-  (`policy.airline_fares`), a reservation acted on as upcoming after its flight was flown, one
-  called flown before any flight of it was, one called booked within 24 hours that its record
-  dates earlier;
+  device setting called fine while the status read shows the fault, a charge or refund stated that
+  the writes made did not (`policy.quotes`), a payment the system refused because it did not add
+  up to the total, a fare called the cheapest while the search read lists a cheaper one or a price
+  difference taken from the amount paid (`policy.airline_fares`), a reservation acted on as
+  upcoming after its flight was flown, one called flown before any flight of it was, one called
+  booked within 24 hours that its record dates earlier;
 - multi_step_task_completion: a requested step never carried out (not one the user put off, unless
   only after the agent sent them away to call again; not one the agent refused or misread, nor any
   left after a misreading of the state that made the agent believe the work done: those are the
@@ -20,7 +19,8 @@ domains) turns what the conversation established into findings, each naming a ca
 - precondition_verification: a write without the user's explicit yes to its details where the
   policy requires one (the request restated, "please cancel it", is a yes), a write to a record
   never read, a write whose policy conditions failed (unless the agent had told the user they
-  failed), a write the system refused for its state, a membership level stated with no profile read;
+  failed), a write the system refused for its state, a membership level stated with no profile read
+  or a reservation described with none read (labels/data_reasoning_amendment.md: nothing was misread);
 - tool_calling_precision: wrong or invented arguments (an id of another kind, as the records filed
   it or the user named it, that the system rejected; a URL no output gave), a payment that did not
   add up, a call written out as text instead of made, a write the system rejected for its own

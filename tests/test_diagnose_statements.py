@@ -70,10 +70,12 @@ def test_a_telecom_status_read_wrongly_is_data_reasoning() -> None:
     assert run("No", "MMS fails; roaming is enabled and the APN was reset.", refuel=True)["structured_data_reasoning"] == L
     assert run("Yes", "MMS fails; roaming is enabled and the APN was reset.", refuel=True)["structured_data_reasoning"] == P
     assert run("No", "MMS fails; the APN was reset.", refuel=True)["structured_data_reasoning"] == P  # an instruction is no claim
-    assert run("Yes", "MMS fails; the APN was reset.")["structured_data_reasoning"] == L  # 15.1 GB of 15 GB, never refuelled
+    assert run("Yes", "MMS fails; the APN was reset.")["structured_data_reasoning"] == P  # 15.1 GB of 15 GB unrefuelled: nothing misread
 
 
-def test_a_refuel_left_undone_with_the_plans_limit_never_read_is_a_step_left_not_a_misreading() -> None:
+def test_a_refuel_left_undone_is_a_step_left_not_a_misreading_whether_or_not_the_plans_limit_was_read() -> None:
+    """labels/round5_brief.md: a usage never compared is no data reasoning; the readers of
+    labels/data_reasoning_amendment.md held the same of a usage and a limit both read, never compared."""
     line = {"line_id": "L2", "phone_number": "555-123-2002", "plan_id": "P2", "data_used_gb": 15.1, "data_refueling_gb": 0.0}
     plan = {"plan_id": "P2", "data_limit_gb": 15.0, "data_refueling_price_per_gb": 2.0}
     refuel = [{"name": "refuel_data", "arguments": {"customer_id": "C1", "line_id": "L2", "gb_amount": 2.0}}]
@@ -85,9 +87,9 @@ def test_a_refuel_left_undone_with_the_plans_limit_never_read_is_a_step_left_not
         steps.say("Please restart your phone.").call("transfer_to_human_agents", "Transfer successful", summary="Data fails.")
         return values(steps.trajectory(refuel, [False], success=False))
 
-    assert run(plan_read=True)["structured_data_reasoning"] == L  # 15.1 GB of 15 GB read, never acted on
-    unread = run(plan_read=False)
-    assert unread["structured_data_reasoning"] == P and unread["multi_step_task_completion"] == L
+    for plan_read in (True, False):
+        found = run(plan_read)
+        assert found["structured_data_reasoning"] == P and found["multi_step_task_completion"] == L, plan_read
 
 
 def test_a_wrong_line_read_is_data_reasoning_once_the_agent_tells_the_user_about_it() -> None:
@@ -111,14 +113,16 @@ def test_a_wrong_line_read_is_data_reasoning_once_the_agent_tells_the_user_about
     assert told("Let's check MMS on your phone.", reads_right_line=False, gold=refuel) == L  # the wrong line stood in throughout
 
 
-def test_listing_the_profiles_reservation_ids_describes_none_of_them() -> None:
-    def listed(text: str) -> LabelValue:
+def test_a_reservation_described_without_being_read_is_a_condition_asserted_unverified() -> None:
+    def listed(text: str) -> tuple[LabelValue, LabelValue]:
         run = Run().user("I'm ana_1, I need to change my flight from JFK.").call("get_user_details", USER, user_id="ana_1").say(text)
-        return values(run.trajectory([], [], success=True))["structured_data_reasoning"]
+        found = values(run.trajectory([], [], success=True))
+        return found["precondition_verification"], found["structured_data_reasoning"]
 
-    assert listed("You have two reservations: ABC123 and XYZ789. Let me pull up both to find the one from JFK.") == P
-    assert listed("You have two reservations, ABC123 and XYZ789: which one is the flight from JFK?") == P  # the user's words
-    assert listed("Your reservation XYZ789 flies JFK to LAX on 2024-05-20.") == L  # never read
+    assert listed("You have two reservations: ABC123 and XYZ789. Let me pull up both to find the one from JFK.")[0] != L
+    assert listed("You have two reservations, ABC123 and XYZ789: which one is the flight from JFK?")[0] != L  # the user's words
+    # Never read: nothing was misread (labels/data_reasoning_amendment.md), a state asserted without establishing it.
+    assert listed("Your reservation XYZ789 flies JFK to LAX on 2024-05-20.") == (L, P)
 
 
 def said(text: str, user: str = "I want to cancel ABC123, my plans changed.", **record) -> dict[str, LabelValue]:

@@ -9,10 +9,11 @@ promises and claims the policy does not support are findings even when no write 
   weather reasons, nothing else); a refund promised for a cancellation the policy forbids; a
   cancellation without a refund offered (the policy has none);
 - precondition verification: compensation offered before any reservation was read, or when every
-  flight status checked shows no disruption;
-- structured data reasoning: a membership level the profile contradicts, a reservation described
-  without having been read, one called already flown whose flights are all still ahead, a
-  certificate counted for more or fewer passengers than any reservation read has.
+  flight status checked shows no disruption; a reservation described without having been read (a
+  state asserted, nothing misread: labels/data_reasoning_amendment.md);
+- structured data reasoning: a membership level the profile contradicts, a reservation called
+  already flown whose flights are all still ahead, a certificate counted for more or fewer
+  passengers than any reservation read has.
 Claims are read clause by clause (`conversation.assertions`): questions, conditions and negated
 clauses ("this is not eligible for a refund") assert nothing.
 """
@@ -197,9 +198,9 @@ def _membership_claims(conversation: Conversation) -> Iterator[Finding]:
 
 
 def _unread_reservation_claims(conversation: Conversation) -> Iterator[Finding]:
-    """Describing a reservation that was never read: a sentence naming it with a route or date the
-    user had not given (listing the profile's reservation ids, or repeating the user's "the one from
-    MCO", describes none)."""
+    """Describing a reservation that was never read (its state asserted, not established): a
+    sentence naming it with a route or date the user had not given (listing the profile's
+    reservation ids, or repeating the user's "the one from MCO", describes none)."""
     known = {str(r) for _, obj in conversation.records("reservations") for r in listed(obj.get("reservations"))}
     for index, text in conversation.texts("assistant"):
         for sentence in sentences(text):
@@ -208,7 +209,7 @@ def _unread_reservation_claims(conversation: Conversation) -> Iterator[Finding]:
                 continue
             for rid in named:
                 if reservation(conversation, rid, index) is None:
-                    yield Finding("structured_data_reasoning", index, f"describes reservation {rid} without having read it: {text}")
+                    yield Finding("precondition_verification", index, f"describes reservation {rid} without having read it: {text}")
                     return
 
 

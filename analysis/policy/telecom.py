@@ -5,10 +5,11 @@ line it read is a wrong-record write chosen by misreading the records: tool-call
 data reasoning); bills are checked overdue before a payment request and paid before a suspension
 is lifted; refuels are at most 2 GB and their price is confirmed first. What the status outputs
 show (`telecom_state`) must be read right: a setting the agent calls fine while the last status
-read shows the guide's fault, or a line over its data limit never refuelled, is a data-reasoning
-finding; the steps the agent then left undone are owed to that misreading (`Finding.misled`), not
-counted again, while the transfer it made believing the guide exhausted still came too early
-(`checks.transfers`). Each rule names the policy sentence it implements.
+read shows the guide's fault is a data-reasoning finding (a line over its data limit never
+refuelled is a step left undone, not a misreading: labels/data_reasoning_amendment.md); the steps
+the agent then left undone are owed to that misreading (`Finding.misled`), not counted again, while
+the transfer it made believing the guide exhausted still came too early (`checks.transfers`). Each
+rule names the policy sentence it implements.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from typing import Any, Iterator
 
 from tracegym.analysis.policy import procedures
 from tracegym.analysis.policy.conversation import Call, Conversation, assertions, negated
-from tracegym.analysis.policy.domain import TRANSFER, ActionRule, ConversationRule, Domain, Finding
-from tracegym.analysis.policy.telecom_state import exceeded_lines, faults, statements
+from tracegym.analysis.policy.domain import ActionRule, ConversationRule, Domain, Finding
+from tracegym.analysis.policy.telecom_state import faults, statements
 
 PHONE = re.compile(r"\b\d{3}-\d{3}-\d{4}\b")
 LINE_WRITES = frozenset({"suspend_line", "resume_line", "enable_roaming", "disable_roaming", "refuel_data"})
@@ -168,21 +169,6 @@ def _denied_faults(conversation: Conversation) -> Iterator[Finding]:
                 return
 
 
-def _exceeded_unaddressed(conversation: Conversation) -> Iterator[Finding]:
-    """A line of the user's over its data limit, its usage and its plan's limit both read, never
-    refuelled: the usage shown was not acted on. With the limit never read there was no comparison
-    to get wrong (labels/round5_brief.md: a usage never compared is no data reasoning); a refuel the
-    gold makes is then a step left undone (multi-step completion, by the gold's gap)."""
-    refuelled = {str(c.arguments.get("line_id")) for c in conversation.agent_calls if c.name == "refuel_data" and not c.error}
-    shown = exceeded_lines(conversation)
-    for line in sorted(set(shown) & user_lines(conversation) - refuelled):
-        ends = [c.index for c in conversation.agent_calls if c.name == TRANSFER] or [
-            i for i, _ in conversation.texts("assistant")[-1:]] or [conversation.last]
-        yield Finding("structured_data_reasoning", ends[0], f"line {line} {shown[line]} was read, yet the exceeded data "
-                                                            f"allowance was never addressed (no refuel)", misled=True)
-        return
-
-
 _LOCKED_SIM = "escalate to technical support for assistance with SIM security"
 _ENTER_CODE = re.compile(r"[^.?!\n]*\b(?:PIN|PUK)\b[^.?!\n]*", re.IGNORECASE)
 
@@ -227,8 +213,6 @@ DOMAIN = Domain(
         ConversationRule(_RIGHT_LINE, _wrong_line_read),
         ConversationRule("Shows airplane mode status, signal strength, network type, whether mobile data is enabled, and whether "
                          "data roaming is enabled.", _denied_faults),
-        ConversationRule("If the user's data usage for a line exceeds the plan's data limit, data connectivity will be lost.",
-                         _exceeded_unaddressed),
         ConversationRule(_LOCKED_SIM, _sim_code_procedure),
         procedures.RULE,
     ),
