@@ -6,10 +6,11 @@ data reasoning); bills are checked overdue before a payment request and paid bef
 is lifted; refuels are at most 2 GB and their price is confirmed first. What the status outputs
 show (`telecom_state`) must be read right: a setting the agent calls fine while the last status
 read shows the guide's fault is a data-reasoning finding (a line over its data limit never
-refuelled is a step left undone, not a misreading: labels/data_reasoning_amendment.md); the steps
-the agent then left undone are owed to that misreading (`Finding.misled`), not counted again, while
-the transfer it made believing the guide exhausted still came too early (`checks.transfers`). Each
-rule names the policy sentence it implements.
+refuelled is no misreading: labels/data_reasoning_amendment.md; a refuel the gold makes is then a
+step left undone, by the gold's gap); the steps the agent left undone after such a misreading are
+owed to it (`Finding.misled`), not counted again, while the transfer it made believing the guide
+exhausted still came too early (`checks.transfers`). Each rule names the policy sentence it
+implements.
 """
 
 from __future__ import annotations
