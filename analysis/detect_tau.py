@@ -41,8 +41,9 @@ record, and each further gold write on a record the gold already writes; and a r
 refuses, on another record: one the agent refused, or one it granted although the policy forbids
 it: one request with at most one write; in a workflow domain, telecom, when no step on either side was
 needed or made) unless a request was left undone all the same, precondition verification
-when neither gold nor agent writes (in domains whose requests need not involve one; in a run with
-no user, an agent changing device state itself writes), tool-calling
+when neither gold nor agent writes (in domains whose requests need not involve one: not airline or
+retail, whose requests each involve a write or a refusal of one, nor telecom, whose every fix or
+escalation depends on the state, labels/telecom_precondition_amendment.md), tool-calling
 precision when the agent neither called a tool nor had one to call (judged from the task, so a
 run the user ended at once is not excused), data reasoning then too (a device status the user
 reads out is data the agent reasons over, as careful readers label it) unless the agent misread
@@ -54,7 +55,7 @@ from __future__ import annotations
 from tracegym.analysis.detectors import Verdict, evidence
 from tracegym.analysis.policy import checks, domain_for, payments, quotes
 from tracegym.analysis.policy.conversation import Conversation
-from tracegym.analysis.policy.domain import GENERIC, TRANSFER, Domain, Finding
+from tracegym.analysis.policy.domain import TRANSFER, Domain, Finding
 from tracegym.schema import Trajectory
 
 CAPABILITIES = ("structured_data_reasoning", "multi_step_task_completion", "precondition_verification",
@@ -101,13 +102,6 @@ def _operations(conversation: Conversation, domain: Domain) -> int:
     return len(set(gold) | forbidden) + len(gold) - len(set(gold)) + int(refused)
 
 
-def _acts_alone(conversation: Conversation) -> bool:
-    """A run with no user (a solo run) in which the agent changed state itself: a call named by a
-    state-changing verb (toggle_airplane_mode, reset_apn_settings), which a user would otherwise
-    make on the device. Each such change has conditions to check first."""
-    return not conversation.texts("user") and any(GENERIC.is_write(c.name) for c in conversation.agent_calls)
-
-
 def _needed(conversation: Conversation, domain: Domain) -> dict[str, bool]:
     gold = conversation.gold
     gold_writes = [a for a in gold if a.get("name") != TRANSFER and (domain.is_write(a.get("name", ""))
@@ -120,7 +114,7 @@ def _needed(conversation: Conversation, domain: Domain) -> dict[str, bool]:
         "multi_step_task_completion": bool(gold_writes or agent_writes) if domain.workflow
         else _operations(conversation, domain) >= 2,
         "precondition_verification": domain.preconditions_always or bool(agent_writes) or any(
-            (a.get("requestor") or "assistant") == "assistant" for a in gold_writes) or _acts_alone(conversation),
+            (a.get("requestor") or "assistant") == "assistant" for a in gold_writes),
         "tool_calling_precision": called,
         "policy_compliance": True,
     }

@@ -367,16 +367,21 @@ def test_a_required_transfer_never_made_leaves_a_workflows_last_step_undone() ->
     assert stopped("airline")["policy_compliance"] == P and stopped("airline")["multi_step_task_completion"] != L
 
 
-def test_an_agent_alone_changing_device_state_needs_its_preconditions_checked() -> None:
-    def toggled(with_user: bool) -> LabelValue:
+def test_every_telecom_run_needs_its_preconditions_checked() -> None:
+    """labels/telecom_precondition_amendment.md: each telecom fix or escalation depends on the state,
+    whoever makes the change (the agent alone, or the user it guides), so the capability is never NA there."""
+    def checked(with_user: bool, change: bool) -> LabelValue:
         run = Run("telecom", policy="")
         if with_user:
             run.user("My mobile data does not work.")
-        run.call("check_network_status", {"airplane_mode": True}).call("toggle_airplane_mode", {"airplane_mode": False})
+        run.call("check_network_status", {"airplane_mode": True})
+        if change:
+            run.call("toggle_airplane_mode", {"airplane_mode": False})
         return values(run.say("Done.").trajectory([], [], success=True))["precondition_verification"]
 
-    assert toggled(with_user=False) == P  # a solo run: the change is the agent's own
-    assert toggled(with_user=True) == N  # with a user on the line, device tools are no write of the agent
+    assert {checked(with_user, change) for with_user in (False, True) for change in (False, True)} == {P}
+    assert values(Run("mock", policy="").user("Where is my order?").call("get_order", {"status": "shipped"})
+                  .say("It has shipped.").trajectory([], [], success=True))["precondition_verification"] == N
 
 
 def test_the_user_stopping_before_the_agent_could_act_is_the_user_simulators() -> None:

@@ -69,7 +69,8 @@ class Domain:
     (wrong values there are data-reasoning errors); `expand(conversation, value)` gives the words
     that describe an id (a retail item's options), so a choice the user dictated in words is
     recognised; `preconditions_always`: requests in this domain always involve a checked write or
-    a refusal of one (airline, retail), so precondition verification is never NA; `workflow`: a
+    a refusal of one (airline, retail), or a fix or escalation that depends on the state (telecom,
+    labels/telecom_precondition_amendment.md), so precondition verification is never NA; `workflow`: a
     request is a procedure of several steps on either side (telecom troubleshooting), so multi-step
     completion is needed wherever a step is; elsewhere it is needed only where the task involves two
     or more distinct writes (one request with at most one write needs none)."""

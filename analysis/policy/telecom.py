@@ -217,5 +217,6 @@ DOMAIN = Domain(
         ConversationRule(_LOCKED_SIM, _sim_code_procedure),
         procedures.RULE,
     ),
+    preconditions_always=True,
     workflow=True,
 )
