@@ -122,27 +122,27 @@ def main(argv: list[str] | None = None) -> int:
             unseen += [(e, old[trajectory_id(e)]) for e in members]
             now += [(e, current[trajectory_id(e)]) for e in members]
             values = [kappa([(e["labels"][n]["label"], old[trajectory_id(e)][n]) for e in members]) for n in names]
-            print(f"{round_:<6} {len(members):>5} {parent[:10]:>10}  " + " ".join(f"{_with_interval(v, None):>12}" for v in values))
+            print(f"{round_:<6} {len(members):>5} {parent[:10]:>10}  " + " ".join(f"{with_interval(v, None):>12}" for v in values))
     print(f"pooled over {len(unseen)} items, κ3 with 95% bootstrap intervals over items: unseen rules | working tree | "
           "working tree - unseen (paired); then the unseen rules' errors")
     for name in [*names, "failure_source"]:
-        before = [(_reference(e, name), v[name]) for e, v in unseen if _reference(e, name)]
-        after = [(_reference(e, name), v[name]) for e, v in now if _reference(e, name)]
+        before = [(reference_value(e, name), v[name]) for e, v in unseen if reference_value(e, name)]
+        after = [(reference_value(e, name), v[name]) for e, v in now if reference_value(e, name)]
         samples = bootstrap_kappas([before, after])
         parts = [(kappa(before), interval(samples[:, 0])), (kappa(after), interval(samples[:, 1])),
                  (kappa(after) - kappa(before), interval(samples[:, 1] - samples[:, 0]))]
         errors = Counter(pair for pair in before if pair[0] != pair[1])
-        print(f"  {name:<28} " + " | ".join(_with_interval(*part) for part in parts))
+        print(f"  {name:<28} " + " | ".join(with_interval(*part) for part in parts))
         print(f"  {'':<28} " + ", ".join(f"{a}->{b} {n}" for (a, b), n in sorted(errors.items())))
     return 0
 
 
-def _reference(entry: dict, name: str) -> str | None:
+def reference_value(entry: dict, name: str) -> str | None:
     """The reference's label of a capability, or its failure source (None for a success)."""
     return entry["failure_source"] if name == "failure_source" else entry["labels"][name]["label"]
 
 
-def _with_interval(value: float | None, bounds: tuple[float, float] | None) -> str:
+def with_interval(value: float | None, bounds: tuple[float, float] | None) -> str:
     shown = "   –" if value is None else f"{value:+.2f}"
     return shown + (f" [{bounds[0]:+.2f}, {bounds[1]:+.2f}]" if bounds else "")
 

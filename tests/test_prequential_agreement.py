@@ -61,3 +61,23 @@ def test_a_malformed_round_range_is_refused_with_its_form(bench, capsys) -> None
         with pytest.raises(SystemExit):
             bench.main(["--rounds", bad])
         assert "--rounds takes FIRST-LAST" in capsys.readouterr().err
+
+
+def test_paired_agreement_refuses_a_base_that_is_no_commit(capsys) -> None:
+    paired = load_benchmark("paired_agreement")
+    with pytest.raises(SystemExit):
+        paired.main(["no-such-commit"])
+    assert "'no-such-commit' is not a commit of this repository" in capsys.readouterr().err
+
+
+def test_paired_agreement_of_a_commit_with_itself_moves_nothing(shared_data: Path, capsys) -> None:
+    if not (shared_data / "tau2" / "results").is_dir():
+        pytest.skip(f"{shared_data / 'tau2' / 'results'} is absent")
+    paired = load_benchmark("paired_agreement")
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    detectors_changed = subprocess.run(["git", "-C", str(REPO), "diff", "--quiet", "HEAD", "--", "analysis"]).returncode
+    if detectors_changed:
+        pytest.skip("the working tree's detectors differ from HEAD's")
+    assert paired.main([head, "--split", "tune"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")]
+    assert len(rows) == 6 and all(row.endswith("  0 moved") and "+0.00 [+0.00, +0.00]" in row for row in rows)
