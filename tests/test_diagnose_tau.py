@@ -14,7 +14,7 @@ from tracegym.analysis.contrast import contrast, failing_for_every_agent
 from tracegym.analysis.detect_tau import detect
 from tracegym.analysis.diagnose import diagnose
 from tracegym.analysis.ingest import ingest_paths
-from tracegym.analysis.policy import corrections
+from tracegym.analysis.policy import corrections, telecom
 from tracegym.schema import Label, LabelValue, Trajectory
 
 from benchmark_modules import load_benchmark
@@ -232,6 +232,9 @@ def test_the_user_restating_the_request_after_the_proposal_is_an_explicit_yes() 
     assert answered("Please don't add it yet, I need to think.") == L
 
 
+CUSTOMER = {"customer_id": "C1", "phone_number": "555-123-2002", "line_ids": ["L2"]}
+
+
 def test_the_original_payment_method_names_a_method_the_reservation_was_paid_with() -> None:
     def change(payment_id: str) -> Run:
         paid = {**booking("ABC123"), "payment_history": [{"payment_id": "gift_card_7", "amount": 200}]}
@@ -382,6 +385,29 @@ def test_every_telecom_run_needs_its_preconditions_checked() -> None:
     assert {checked(with_user, change) for with_user in (False, True) for change in (False, True)} == {P}
     assert values(Run("mock", policy="").user("Where is my order?").call("get_order", {"status": "shipped"})
                   .say("It has shipped.").trajectory([], [], success=True))["precondition_verification"] == N
+
+
+def test_a_suspension_lifted_after_the_contract_ended_is_a_condition_left_unchecked() -> None:
+    """labels/telecom_resume_amendment.md: a line resumed although its record showed the contract
+    ended is policy_compliance LACKING and, unless the agent had said the contract ended,
+    precondition_verification LACKING too; a bill shown paid by the payment's own confirmation is paid."""
+    def resumed(contract_end: str, said: str = "Your bill is paid.") -> dict[str, LabelValue]:
+        line = {"line_id": "L2", "phone_number": "555-123-2002", "status": "Suspended", "contract_end_date": contract_end}
+        bill = {"bill_id": "B1", "status": "Overdue", "total_due": 65.0}
+        lifting = next(rule.policy for rule in telecom.DOMAIN.action_rules if rule.tools == {"resume_line"})
+        policy = f"The current time is 2025-02-25 12:08:00 EST.\n{lifting}"
+        run = (Run("telecom", policy=policy).user("My line 555-123-2002 is suspended.")
+               .call("get_customer_by_phone", CUSTOMER, phone_number="555-123-2002").call("get_details_by_id", line, id="L2")
+               .call("get_bills_for_customer", [bill], customer_id="C1")
+               .call("send_payment_request", "Payment request sent", customer_id="C1", bill_id="B1")
+               .call("make_payment", "Payment of 65.0 USD has been made for bill B1.")
+               .say(said).call("resume_line", {**line, "status": "Active"}, customer_id="C1", line_id="L2"))
+        return values(run.trajectory([], [], success=False))
+
+    assert resumed("2026-12-31")["precondition_verification"] == P
+    assert resumed("2025-01-31")["precondition_verification"] == L and resumed("2025-01-31")["policy_compliance"] == L
+    knew = resumed("2025-01-31", said="Your bill is paid; your contract ended on 2025-01-31, but I'll resume the line anyway.")
+    assert knew["precondition_verification"] == P and knew["policy_compliance"] == L
 
 
 def test_the_user_stopping_before_the_agent_could_act_is_the_user_simulators() -> None:

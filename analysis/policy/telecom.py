@@ -2,8 +2,10 @@
 
 The line an agent works on must be the one with the phone number the user gave (a write to another
 line it read is a wrong-record write chosen by misreading the records: tool-calling precision and
-data reasoning); bills are checked overdue before a payment request and paid before a suspension
-is lifted; refuels are at most 2 GB and their price is confirmed first. What the status outputs
+data reasoning); bills are checked overdue before a payment request and paid (a bill record, or the
+payment's own confirmation) before a suspension is lifted, which a contract ended forbids (a
+condition left unchecked as well, unless the agent said it had ended:
+labels/telecom_resume_amendment.md); refuels are at most 2 GB and their price is confirmed first. What the status outputs
 show (`telecom_state`) must be read right: a setting the agent calls fine while the last status
 read shows the guide's fault is a data-reasoning finding (a line over its data limit never
 refuelled is no misreading: labels/data_reasoning_amendment.md; a refuel the gold makes is then a
@@ -19,7 +21,7 @@ import re
 from typing import Any, Iterator
 
 from tracegym.analysis.policy import procedures
-from tracegym.analysis.policy.conversation import Call, Conversation, assertions, negated
+from tracegym.analysis.policy.conversation import Call, Conversation, assertions, mentions, negated
 from tracegym.analysis.policy.domain import ActionRule, ConversationRule, Domain, Finding
 from tracegym.analysis.policy.telecom_state import faults, statements
 
@@ -90,8 +92,23 @@ def _refuel_limit(conversation: Conversation, name: str, arguments: dict, before
         yield Finding("policy_compliance", before, f"refuel_data of {amount} GB; at most {REFUEL_LIMIT_GB} GB")
 
 
+_PAID = re.compile(r"Payment of [\d.]+ \w+ has been made for bill (\w+)", re.IGNORECASE)
+
+
 def _bills(conversation: Conversation, before: int) -> list[dict]:
     return [obj for _, obj in conversation.records("bill_id", before) if "status" in obj]
+
+
+def bill_statuses(conversation: Conversation, before: int) -> dict[str, str]:
+    """{bill id: its status as last shown before message `before`}, lower-cased: from the bill
+    records read, and "paid" from a payment's own confirmation ("Payment of 65.0 USD has been made
+    for bill B1234321"), whichever came later."""
+    shown = [(at, str(obj["bill_id"]), str(obj.get("status")).lower()) for at, obj in conversation.records("bill_id", before)
+             if "status" in obj]
+    shown += [(call.result_index, paid.group(1), "paid") for call in conversation.calls
+              if call.result_index is not None and call.result_index < before and isinstance(call.output, str)
+              and not call.error for paid in _PAID.finditer(call.output)]
+    return {bill: status for _, bill, status in sorted(shown, key=lambda event: event[0])}
 
 
 def _overdue_checked(conversation: Conversation, name: str, arguments: dict, before: int) -> Iterator[Finding]:
@@ -106,13 +123,24 @@ def _resume_allowed(conversation: Conversation, name: str, arguments: dict, befo
     line = conversation.record("line_id", arguments.get("line_id"), before, with_key="contract_end_date")
     today = conversation.now
     if line and today and str(line.get("contract_end_date")) < today.date().isoformat():
-        yield Finding("policy_compliance", before, f"resume_line({arguments.get('line_id')}): contract ended "
-                                                   f"{line.get('contract_end_date')}")
-    latest = {str(b.get("bill_id")): str(b.get("status")).lower() for b in _bills(conversation, before)}
-    unpaid = [bill for bill, status in latest.items() if status in ("overdue", "awaiting payment")]
+        text = f"resume_line({arguments.get('line_id')}): contract ended {line.get('contract_end_date')}"
+        yield Finding("policy_compliance", before, text)
+        if not _contract_end_noted(conversation, line.get("contract_end_date"), before):
+            yield Finding("precondition_verification", before, text)
+    unpaid = [bill for bill, status in bill_statuses(conversation, before).items() if status in ("overdue", "awaiting payment")]
     if unpaid:
         yield Finding("precondition_verification", before, f"resume_line({arguments.get('line_id')}) while bill "
                                                            f"{unpaid[-1]} was last shown unpaid")
+
+
+_CONTRACT_ENDED = re.compile(r"\bcontract\b[^.?!\n]*\b(?:ended|expired|is over|in the past|has passed|lapsed)\b", re.IGNORECASE)
+
+
+def _contract_end_noted(conversation: Conversation, end_date: Any, before: int) -> bool:
+    """Whether the agent said, before message `before`, that the contract had ended or named its end
+    date: a suspension then lifted is a breach it knew of (policy compliance alone), not a
+    condition left unchecked (labels/telecom_resume_amendment.md)."""
+    return any(mentions(text, end_date) or _CONTRACT_ENDED.search(text) for _, text in conversation.texts("assistant", 0, before))
 
 
 def _wrong_line_read(conversation: Conversation) -> Iterator[Finding]:
