@@ -230,9 +230,30 @@ def test_the_user_restating_the_request_after_the_proposal_is_an_explicit_yes() 
         return detect(run.trajectory([write], [True], success=True))["precondition_verification"].value
     assert answered("It's for my trip. Please add the bag to ABC123. Thanks.") == P
     assert answered("Please don't add it yet, I need to think.") == L
+    assert answered("That’s right.") == P and answered("Don’t, I need to think.") == L  # typographic apostrophes too
 
 
 CUSTOMER = {"customer_id": "C1", "phone_number": "555-123-2002", "line_ids": ["L2"]}
+
+
+def test_the_user_choosing_a_refuel_with_its_price_in_view_confirms_it() -> None:
+    """The telecom policy: ask how much data to refuel, confirm the price. An answer that chooses
+    the amount after the price was stated agrees to it; a question about it, or a refusal, does not."""
+    def answered(offer: str, reply: str) -> LabelValue:
+        line = {"line_id": "L2", "phone_number": "555-123-2002", "data_used_gb": 15.1, "data_refueling_gb": 0.0}
+        run = (Run("telecom", policy="").user("No data, my number is 555-123-2002.")
+               .call("get_customer_by_phone", CUSTOMER, phone_number="555-123-2002").call("get_details_by_id", line, id="L2")
+               .say(offer).user(reply).call("refuel_data", {**line, "data_refueling_gb": 2.0}, customer_id="C1", line_id="L2",
+                                             gb_amount=2.0))
+        return values(run.trajectory([], [], success=True))["precondition_verification"]
+
+    offer = "You have used your data. I can refuel up to 2 GB at $2.00 per GB. How much would you like?"
+    assert answered(offer, "I’d like 2.0 GB, but I don’t want to change my plan.") == P
+    assert answered(offer, "2 GB is what my sister has.") == L  # no wish: a remark, not a choice
+    assert answered(offer, "Yes, please go ahead.") == P
+    assert answered(offer, "What would 2 GB cost in total?") == L
+    assert answered(offer, "No, I don't want 2 GB.") == L
+    assert answered("Your data is used up. How much data would you like to add?", "2 GB, please.") == L  # no price stated
 
 
 def test_the_original_payment_method_names_a_method_the_reservation_was_paid_with() -> None:

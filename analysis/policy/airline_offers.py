@@ -45,7 +45,7 @@ _PARTIAL_CABIN = re.compile(rf"\bupgrad\w*\b[^.?!\n]{{0,80}}\b(?:only|just)\b(?:
                             rf"[^.?!\n]{{0,30}}\b(?:to|in) business\b|\bwhile keeping\b[^.?!\n]{{0,40}}\bin (?:basic )?economy\b|"
                             rf"\bupgrad\w*\b[^.?!\n]{{0,80}}\b{_PART} (?:flights?|legs?|segments?) only\b", re.IGNORECASE)
 _PARTIAL_WORDS = ("only", "just", "while keeping")  # every match of _PARTIAL_CABIN holds one
-_DECLINES = re.compile(r"\b(?:cannot|can'?t|unable|not (?:possible|allowed|permitted)|same cabin|must|requires?|policy)\b", re.IGNORECASE)
+_DECLINES = re.compile(r"\b(?:cannot|can['’]?t|unable|not (?:possible|allowed|permitted)|same cabin|must|requires?|policy)\b", re.IGNORECASE)
 _INSURANCE_BENEFIT = re.compile(r"\binsurance\b[^.?!\n]{0,60}\b(?:covers?|waives?|waived|pays? for|applies to)\b[^.?!\n]{0,50}"
                                 r"\b(?:fees?|difference|increase|changes?|costs?|upgrade|bags?|fare)\b", re.IGNORECASE)
 _REFUND_PROMISE = re.compile(r"\b(?:eligible|entitled|qualif(?:y|ies|ied))\b[^.?!\n]{0,100}\brefund|\byou(?:'ll| will) (?:get|receive) "
@@ -55,7 +55,7 @@ _SAID_RECENT = re.compile(r"\bwithin (?:the )?(?:last |past )?24 hours\b", re.IG
 _NO_REFUND_CANCEL = re.compile(r"\bcancel\w*\b[^.?!\n]{0,60}?(?P<forfeit>\bwithout (?:a |any )?refund|\(?no refund (?:will|would) be "
                                r"(?:issued|given|provided)\)?|\band forfeit)", re.IGNORECASE)
 _BASIC_CABIN_REFUSED = re.compile(r"\b(?:upgrad\w*|cabin)\b[^.?!\n]{0,60}\bbasic economy\b[^.?!\n]{0,40}\b(?:not (?:allowed|permitted|"
-                                  r"possible|eligible)|cannot|can'?t)\b|\bbasic economy\b[^.?!\n]{0,40}\b(?:cannot|can'?t|not "
+                                  r"possible|eligible)|cannot|can['’]?t)\b|\bbasic economy\b[^.?!\n]{0,40}\b(?:cannot|can['’]?t|not "
                                   r"(?:allowed|permitted|eligible)(?: to)?)(?: be)? (?:upgraded\b|(?:change|upgrade)\w* (?:the |its |"
                                   r"their )?cabin)", re.IGNORECASE)
 _CABIN_ALLOWED = re.compile(r"\bcabin (?:class )?(?:can|may)\b", re.IGNORECASE)

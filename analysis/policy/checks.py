@@ -26,14 +26,14 @@ from tracegym.analysis.policy.domain import TRANSFER, Domain, Finding
 from tracegym.analysis.policy.payments import describe_payment
 
 LOOPING_TERMINATIONS = {"max_steps", "too_many_errors", "timeout", "context_window_exceeded"}
-_REFUSAL = re.compile(r"\b(?:polic(?:y|ies)|not (?:allowed|permitted|eligible)|isn'?t (?:allowed|permitted|eligible)|"
-                      r"against (?:the|our) rules|(?:cannot|can'?t|could not|couldn'?t) be (?:modified|changed|cancell?ed|"
+_REFUSAL = re.compile(r"\b(?:polic(?:y|ies)|not (?:allowed|permitted|eligible)|isn['’]?t (?:allowed|permitted|eligible)|"
+                      r"against (?:the|our) rules|(?:cannot|can['’]?t|could not|couldn['’]?t) be (?:modified|changed|cancell?ed|"
                       r"refunded|returned|exchanged)|(?:unable|not able) to (?:modify|change|cancel|refund|return|exchange))\b",
                       re.IGNORECASE)
-_REFUSED_CHANGE = re.compile(r"\b(?:not (?:allowed|permitted|eligible)|isn'?t (?:allowed|permitted|eligible)|(?:cannot|can'?t|could "
-                             r"not|couldn'?t) be (?:modified|changed|cancell?ed|refunded|returned|exchanged)|(?:unable to|not able "
-                             r"to|cannot|can'?t) (?:process )?(?:(?:this|the|your|that) )?(?:modif|chang|cancel|refund|return|exchang)\w*|"
-                             r"does(?: not|n'?t) (?:meet|qualify|satisfy))\b", re.IGNORECASE)  # a refusal, not a mere mention of policy
+_REFUSED_CHANGE = re.compile(r"\b(?:not (?:allowed|permitted|eligible)|isn['’]?t (?:allowed|permitted|eligible)|(?:cannot|can['’]?t|could "
+                             r"not|couldn['’]?t) be (?:modified|changed|cancell?ed|refunded|returned|exchanged)|(?:unable to|not able "
+                             r"to|cannot|can['’]?t) (?:process )?(?:(?:this|the|your|that) )?(?:modif|chang|cancel|refund|return|exchang)\w*|"
+                             r"does(?: not|n['’]?t) (?:meet|qualify|satisfy))\b", re.IGNORECASE)  # a refusal, not a mere mention of policy
 _ARGUMENT_ERROR = re.compile(r"not found|invalid|does not exist|no such|unknown|format|missing|required|"
                              r"does not add up|should (?:be different|match)", re.IGNORECASE)  # what the call itself got wrong
 _MISCOMPUTED = re.compile(r"does not add up|total (?:price|amount) is \$?[\d.,]+,? but (?:paid|got)", re.IGNORECASE)
@@ -41,7 +41,7 @@ _DEFERRED = re.compile(r"\b(?:prefer to wait|hold off|(?:reach out|contact you|c
                        r"decide later|think (?:about it|it over)|never ?mind|changed my mind)\b", re.IGNORECASE)
 _SENDS_AWAY = re.compile(r"\b(?:contact|call) us (?:again|back|later)\b|\b(?:reach out|come back)(?: to us)? (?:again|later)\b",
                          re.IGNORECASE)  # the agent putting the step off to another call
-_CANNOT = re.compile(r"\b(?:can only|cannot|can'?t|unable|not (?:possible|able|allowed|permitted|eligible))\b", re.IGNORECASE)
+_CANNOT = re.compile(r"\b(?:can only|cannot|can['’]?t|unable|not (?:possible|able|allowed|permitted|eligible))\b", re.IGNORECASE)
 _URL = re.compile(r"(?:https?|ftp)://", re.IGNORECASE)
 _TEXT_CALL = re.compile(r'"name"\s*:\s*"\w+"\s*,\s*"arguments"\s*:')  # {"name": "get_user_details", "arguments": ...
 GOLD_RULES = {"policy_compliance", "structured_data_reasoning"}  # findings that make a gold action break the policy

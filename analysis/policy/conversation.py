@@ -21,18 +21,19 @@ from tracegym.schema import Trajectory
 
 STOP_TOKENS = ("###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###")
 _AFFIRMATIVE = re.compile(
-    r"\b(yes|yeah|yep|yup|sure|okay|ok|confirm(?:ed)?|go ahead|proceed|please do|do it|that'?s (?:correct|right|fine)|"
-    r"correct|sounds good|i agree|approve[sd]?|let'?s do|"
+    r"\b(yes|yeah|yep|yup|sure|okay|ok|confirm(?:ed)?|go ahead|proceed|please do|do it|that['’]?s (?:correct|right|fine)|"
+    r"correct|sounds good|i agree|approve[sd]?|let['’]?s do|"
     r"please (?:cancel|return|exchange|modify|change|book|update|add|remove|process|make|send))\b", re.IGNORECASE)
-_NEGATIVE_START = re.compile(r"^\s*(no\b|nope\b|not\b|don'?t\b|wait\b|actually\b,? no)", re.IGNORECASE)
+_NEGATIVE_START = re.compile(r"^\s*(no\b|nope\b|not\b|don['’]?t\b|wait\b|actually\b,? no)", re.IGNORECASE)
 _CLOSING = re.compile(r"anything else|further (?:assistance|questions)|have a (?:great|good|nice|wonderful) day|"
-                      r"feel free to (?:reach out|contact)|glad (?:i|we) could help|you'?re (?:very )?welcome|"
+                      r"feel free to (?:reach out|contact)|glad (?:i|we) could help|you['’]?re (?:very )?welcome|"
                       r"being transferred|transfer(?:ring)? you to a human", re.IGNORECASE)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
 _CONDITIONAL = re.compile(r"\b(?:if(?! you(?:'d| would)? (?:like|wish|want|prefer))|whether|unless)\b|\?\s*$", re.IGNORECASE)
 _CLAUSE = re.compile(r"[,;:]|\b(?:but|despite|however|although|though|whereas)\b", re.IGNORECASE)
 _NEGATED = re.compile(r"\b(?:not|never|no|cannot|unable)\b|n[o'’]t\b", re.IGNORECASE)
 _NOW = re.compile(r"current time is (\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})")
+_WISH = re.compile(r"\b(?:i['’]?d like|i would like|i want|i['’]?ll take|i will take|i['’]?ll go with|let['’]?s go with|please)\b", re.IGNORECASE)
 _ASKS = re.compile(r"\b(confirm|shall i|would you like|do you want|let me know|reply with)\b", re.IGNORECASE)
 
 
@@ -52,7 +53,8 @@ def _token(value: Any) -> str:
 
 def mentions(text: str, value: Any) -> bool:
     """Whether `value` occurs in `text` as a whole token (case and kinds of space ignored; "#W1" and "W1" alike;
-    a number may carry a unit, "2GB", but is not found inside a longer number, 2 not in 2024;
+    a number may carry a unit, "2GB", or trailing zeros, "2.0", but is not found inside a longer number, 2 not in 2024
+    or 2.5;
     a token that starts or ends with a symbol, "$" or "/gb", is matched there without a boundary)."""
     token = _token(value)
     flat = _flat(text)
@@ -68,7 +70,8 @@ def _flat(text: str) -> str:
 @lru_cache(maxsize=8192)
 def _token_pattern(token: str) -> re.Pattern:
     before = r"(?<![\w.])" if re.match(r"\w", token) else ""
-    after = r"(?!\d|\.\d)" if re.fullmatch(r"\d+(?:\.\d+)?", token) else r"(?!\w)" if re.search(r"\w$", token) else ""
+    after = (r"(?:\.0+)?(?!\d|\.\d)" if re.fullmatch(r"\d+", token) else r"(?!\d|\.\d)" if re.fullmatch(r"\d+\.\d+", token)
+             else r"(?!\w)" if re.search(r"\w$", token) else "")
     return re.compile(before + re.escape(token) + after)
 
 
@@ -291,12 +294,26 @@ class Conversation:
         return (found[0] if first else found[-1]) if found else None
 
     def confirmed(self, index: int, details: list[tuple[str, ...]]) -> tuple[int, int] | None:
-        """(proposal index, answer index) when an agent message before `index` names every detail
-        (each a tuple of alternatives) and the user's next message answers it with an explicit yes
-        before `index`; None otherwise."""
+        """(proposal index, answer index) when an agent message before `index` names details of the
+        write (each a tuple of alternatives) and the user's next message, before `index`, agrees:
+        with an explicit yes where the proposal named them all, or with a wish ("I'd like", "please")
+        whose clause, not negated and in no question, names the details itself, those the proposal
+        left to the user's choice included ("$2 per GB; how much?" answered "2 GB, please": choosing
+        with the terms in view is agreeing to them); None otherwise."""
+        def named(text: str, detail: tuple[str, ...]) -> bool:
+            return any(mentions(text, alternative) for alternative in detail)
+
+        def chooses(answer: str, left_open: list[tuple[str, ...]]) -> bool:
+            return not _NEGATIVE_START.search(answer) and any(
+                any(named(clause, detail) for detail in details) and all(named(clause, detail) for detail in left_open)
+                and not negated(clause) for sentence in sentences(answer) if not sentence.endswith("?") and _WISH.search(sentence)
+                for clause in _CLAUSE.split(sentence))
+
         for proposal, text in reversed(self.texts("assistant", 0, index)):
-            if all(any(mentions(text, alternative) for alternative in detail) for detail in details):
-                answers = self.texts("user", proposal + 1, index)
-                if answers and is_affirmative(answers[0][1]):
-                    return proposal, answers[0][0]
+            answers = self.texts("user", proposal + 1, index)
+            if not answers or not any(named(text, detail) for detail in details):
+                continue
+            answer, left_open = answers[0][1], [detail for detail in details if not named(text, detail)]
+            if (not left_open and is_affirmative(answer)) or chooses(answer, left_open):
+                return proposal, answers[0][0]
         return None
