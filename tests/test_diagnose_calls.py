@@ -3,9 +3,9 @@ data reasoning for a misread allowance, both for a record chosen by misreading) 
 
 from __future__ import annotations
 
-from tracegym.schema import LabelValue
+from tracegym.schema import LabelValue, Trajectory
 
-from tau_runs import USER, L, N, P, Run, booking, looked_up, values
+from tau_runs import USER, L, N, P, Run, booking, looked_up, quotes, values
 
 FLIGHT = {"flight_number": "HAT002", "date": "2024-05-21"}
 
@@ -38,7 +38,7 @@ def test_the_same_correct_call_repeated_is_no_imprecision() -> None:
 
     assert repeated("get_reservation_details", reservation_id="ABC123")["tool_calling_precision"] == P
     assert repeated("transfer_to_human_agents", summary="help")["tool_calling_precision"] == P
-    assert repeated("update_reservation_baggages", reservation_id="ABC123", total_baggages=1, nonfree_baggages=1,
+    assert repeated("update_reservation_baggages", reservation_id="ABC123", total_baggages=2, nonfree_baggages=1,
                     payment_id="credit_card_1")["tool_calling_precision"] == P
 
 
@@ -58,16 +58,19 @@ def test_a_write_to_another_line_than_the_users_is_a_wrong_record_chosen_by_misr
         assert verdicts["structured_data_reasoning"] == L and verdicts["tool_calling_precision"] == L  # labels/round5_brief.md
 
 
-def test_paid_bags_outside_every_memberships_allowance_are_a_misreading_even_with_the_profile_unread() -> None:
+def test_paid_bags_outside_every_memberships_allowance_are_a_misreading_and_a_wrong_count_even_with_the_profile_unread() -> None:
+    def run(nonfree: int, bags: int = 1) -> Trajectory:
+        return (Run().user("Add a checked bag to ABC123, please.").call("get_reservation_details", booking("ABC123"), reservation_id="ABC123")
+                .say(f"I'll add {bags} checked bag to ABC123, charged to your visa 4321. Proceed?").user("yes")
+                .call("update_reservation_baggages", booking("ABC123", bags=bags), reservation_id="ABC123", total_baggages=bags,
+                      nonfree_baggages=nonfree, payment_id="credit_card_1")).trajectory([], [], success=True)
+
     def added(nonfree: int, bags: int = 1) -> dict:
-        run = (Run().user("Add a checked bag to ABC123, please.").call("get_reservation_details", booking("ABC123"), reservation_id="ABC123")
-               .say(f"I'll add {bags} checked bag to ABC123, charged to your visa 4321. Proceed?").user("yes")
-               .call("update_reservation_baggages", booking("ABC123", bags=bags), reservation_id="ABC123", total_baggages=bags,
-                     nonfree_baggages=nonfree, payment_id="credit_card_1"))
-        return values(run.trajectory([], [], success=True))
+        return values(run(nonfree, bags))
 
     assert added(1)["structured_data_reasoning"] == L  # every membership gives an economy passenger one free bag
-    assert added(0)["structured_data_reasoning"] == P
+    assert "to pay" in quotes(run(1), "tool_calling_precision")  # and the count in the call is wrong (GUIDE.md: counts)
+    assert "to pay" not in quotes(run(0), "tool_calling_precision")
     assert added(1, bags=2)["structured_data_reasoning"] == P  # a regular member pays for the second
 
 

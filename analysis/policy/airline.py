@@ -134,9 +134,16 @@ def _bags(conversation: Conversation, name: str, arguments: dict, before: int) -
     expected = {cabin: max(0, total - free * passengers) for cabin, free in allowances.items() if free is not None}
     if expected and nonfree not in expected.values():
         cabin = sorted(expected)[0]
-        yield Finding("structured_data_reasoning", before,
-                      f"{name}: nonfree_baggages={nonfree} for {total} bags, but a {profile.get('membership')} member in "
-                      f"{cabin} has {allowances[cabin]} free per passenger ({passengers} passengers): {expected[cabin]} expected")
+        yield from _miscounted(before, f"{name}: nonfree_baggages={nonfree} for {total} bags, but a {profile.get('membership')} "
+                                       f"member in {cabin} has {allowances[cabin]} free per passenger ({passengers} passengers): "
+                                       f"{expected[cabin]} expected")
+
+
+def _miscounted(before: int, text: str) -> Iterator[Finding]:
+    """A paid-bag count the allowance contradicts: the allowance misread (data reasoning) and a wrong
+    count in the call (tool-calling precision: GUIDE.md lists counts among the arguments to get exactly right)."""
+    yield Finding("structured_data_reasoning", before, text)
+    yield Finding("tool_calling_precision", before, text)
 
 
 def _bags_any_membership(name: str, cabins: set[str], passengers: int, total: int, nonfree: int, before: int) -> Iterator[Finding]:
@@ -147,9 +154,8 @@ def _bags_any_membership(name: str, cabins: set[str], passengers: int, total: in
         return
     most, fewest = max(0, total - min(allowances) * passengers), max(0, total - max(allowances) * passengers)
     if not fewest <= nonfree <= most:
-        yield Finding("structured_data_reasoning", before,
-                      f"{name}: nonfree_baggages={nonfree} for {total} bags ({passengers} passengers, {'/'.join(sorted(cabins))}); "
-                      f"every membership leaves between {fewest} and {most} to pay")
+        yield from _miscounted(before, f"{name}: nonfree_baggages={nonfree} for {total} bags ({passengers} passengers, "
+                                       f"{'/'.join(sorted(cabins))}); every membership leaves between {fewest} and {most} to pay")
 
 
 def _payment(conversation: Conversation, name: str, arguments: dict, before: int) -> Iterator[Finding]:
