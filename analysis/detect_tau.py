@@ -23,7 +23,7 @@ domains) turns what the conversation established into findings, each naming a ca
   or a reservation described with none read (labels/data_reasoning_amendment.md: nothing was misread);
 - tool_calling_precision: wrong or invented arguments (an id of another kind, as the records filed
   it or the user named it, that the system rejected; a URL no output gave; a paid-bag count the
-  allowance contradicts, GUIDE.md's "counts"), a payment that did not add up, a call written out as
+  allowance contradicts or bags the user declined, GUIDE.md's "counts"), a payment that did not add up, a call written out as
   text instead of made, a write the system rejected for its own arguments, redone or not (the same
   correct call repeated is none, unless it cancels again a record its own earlier call cancelled: a
   loop that ends the run is multi-step completion's, by its termination);

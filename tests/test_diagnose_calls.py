@@ -8,6 +8,7 @@ from tracegym.schema import LabelValue, Trajectory
 from tau_runs import USER, L, N, P, Run, booking, looked_up, quotes, values
 
 FLIGHT = {"flight_number": "HAT002", "date": "2024-05-21"}
+USER_PASSENGER = [{"first_name": "Ana", "last_name": "Diaz", "dob": "1990-01-01"}]
 
 
 def changed(flight: dict) -> dict:
@@ -92,6 +93,23 @@ def test_bags_added_after_the_agents_own_cabin_change_get_the_new_cabins_allowan
     assert added(1, upgrade=True) == L  # a gold member in economy has 3 free bags, not basic economy's 2
     assert added(0, upgrade=True) == P
     assert added(1, upgrade=False) == P
+
+
+def test_bags_the_user_declined_are_a_rule_broken_and_a_count_no_one_gave() -> None:
+    def booked(said: str) -> dict:
+        arguments = {"user_id": "ana_1", "origin": "JFK", "destination": "LAX", "flight_type": "one_way", "cabin": "economy",
+                     "flights": [{"flight_number": "HAT001", "date": "2024-05-20"}], "passengers": USER_PASSENGER,
+                     "payment_methods": [{"payment_id": "credit_card_1", "amount": 200}], "total_baggages": 1,
+                     "nonfree_baggages": 0, "insurance": "no"}
+        run = (Run().user(f"I'm ana_1 and I want a flight JFK to LAX on May 20. {said}").call("get_user_details", USER, user_id="ana_1")
+               .say("I'll book HAT001 on 2024-05-20 in economy with 1 checked bag, $200 on your visa 4321. Shall I?").user("yes")
+               .call("book_reservation", booking("NEW001", bags=1), **arguments))
+        return values(run.trajectory([], [], success=True))
+
+    declined = booked("I don’t need travel insurance or any extra baggage.")
+    assert declined["policy_compliance"] == L and declined["tool_calling_precision"] == L
+    wanted = booked("I don't need insurance, but I'll bring a bag.")
+    assert wanted["policy_compliance"] == P and wanted["tool_calling_precision"] == P
 
 
 def test_a_cancellation_made_again_after_it_succeeded_is_imprecision_a_repeated_update_is_not() -> None:

@@ -28,7 +28,8 @@ FREE_BAGS = {  # membership -> cabin -> free checked bags per passenger
     "silver": {"basic_economy": 1, "economy": 2, "business": 3},
     "gold": {"basic_economy": 2, "economy": 3, "business": 4},
 }
-NO_BAGS = re.compile(r"\b(?:no|(?:do ?n[o'’]t|not|never) (?:need|want)(?: any)?|not interested in (?:adding )?(?:any )?)"
+NO_BAGS = re.compile(r"\b(?:no|(?:do ?n[o'’]t|not|never) (?:need|want)(?: any)?|not interested in (?:adding )?(?:any )?|"
+                     r"(?:do ?n[o'’]t|not|never) (?:need|want) (?:(?!but\b|though\b)[\w-]+,? ){1,4}(?:or|nor|and) (?:any )?(?:extra )?)"
                      r"\s*(?:checked\s+)?(?:bags?|baggage|luggage)\b", re.IGNORECASE)
 _NO_REFUND = re.compile(r"\b(?:not eligible|ineligible|non-?refundable|no refund|not (?:be )?refund\w*|cannot be (?:cancell?ed|"
                         r"refunded))\b", re.IGNORECASE)
@@ -123,7 +124,9 @@ def _bags(conversation: Conversation, name: str, arguments: dict, before: int) -
     else:
         cabins, passengers, owner, had = {str(arguments.get("cabin"))}, len(listed(arguments.get("passengers"))), arguments.get("user_id"), 0
     if isinstance(total, int) and total > had and NO_BAGS.search(conversation.user_text(before)):
-        yield Finding("policy_compliance", before, f"{name}: {total} checked bags although the user wanted none")
+        text = f"{name}: {total} checked bags although the user wanted none"
+        yield Finding("policy_compliance", before, text)  # "Do not add checked bags that the user does not need."
+        yield Finding("tool_calling_precision", before, text)  # a count no user message gave
     if not isinstance(total, int) or not isinstance(nonfree, int):
         return
     profile = user(conversation, before, owner)
