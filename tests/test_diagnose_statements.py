@@ -210,6 +210,7 @@ def test_a_procedure_no_tool_provides_promised_is_policy_compliance() -> None:
     assert said("Would you like me to set a reminder to follow up once the refund is processed?")["policy_compliance"] == L
     assert said("I will notify you as soon as a seat opens up.")["policy_compliance"] == L
     assert said("I'll also keep an eye out for cheaper fares.")["policy_compliance"] == L
+    assert said("I’ll also keep an eye out for cheaper fares.")["policy_compliance"] == L  # a typographic apostrophe
     assert said("I'm not able to set reminders, but you can contact us again anytime.")["policy_compliance"] == P
     assert said("I will first make the transfer and then notify you that it is done.")["policy_compliance"] == P
     assert said("You will receive an email with the details.")["policy_compliance"] == P  # the system's, not the agent's

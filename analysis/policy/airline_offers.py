@@ -30,7 +30,7 @@ from tracegym.analysis.policy.conversation import Conversation, assertions, dict
 from tracegym.analysis.policy.domain import ConversationRule, Finding
 from tracegym.analysis.policy.payments import held_methods
 
-_MEMBER_CLAIM = re.compile(r"\b(?:you(?:'re| are)|your|as an?)\s+(?:a\s+)?(gold|silver|regular)\s+(?:member|membership|status|tier)",
+_MEMBER_CLAIM = re.compile(r"\b(?:you(?:['’]re| are)|your|as an?)\s+(?:a\s+)?(gold|silver|regular)\s+(?:member|membership|status|tier)",
                            re.IGNORECASE)
 _OFFER = re.compile(r"\b(offer|issue|provide|send|give|compensate)\w*\b(?!\s+(?:me|us|your)\b)"  # "provide your ..." asks the user
                     r"[^.?!\n]{0,80}\b(certificate|compensation|voucher)", re.IGNORECASE)
@@ -48,7 +48,7 @@ _PARTIAL_WORDS = ("only", "just", "while keeping")  # every match of _PARTIAL_CA
 _DECLINES = re.compile(r"\b(?:cannot|can['’]?t|unable|not (?:possible|allowed|permitted)|same cabin|must|requires?|policy)\b", re.IGNORECASE)
 _INSURANCE_BENEFIT = re.compile(r"\binsurance\b[^.?!\n]{0,60}\b(?:covers?|waives?|waived|pays? for|applies to)\b[^.?!\n]{0,50}"
                                 r"\b(?:fees?|difference|increase|changes?|costs?|upgrade|bags?|fare)\b", re.IGNORECASE)
-_REFUND_PROMISE = re.compile(r"\b(?:eligible|entitled|qualif(?:y|ies|ied))\b[^.?!\n]{0,100}\brefund|\byou(?:'ll| will) (?:get|receive) "
+_REFUND_PROMISE = re.compile(r"\b(?:eligible|entitled|qualif(?:y|ies|ied))\b[^.?!\n]{0,100}\brefund|\byou(?:['’]ll| will) (?:get|receive) "
                              r"a full refund|\bcancel\w*[^.?!\n]{0,40}\bwith a full refund|\b(?:proceed|process)\w*\b[^.?!\n]{0,20}"
                              r"\b(?:a |the |your )?(?:full )?refund", re.IGNORECASE)
 _SAID_RECENT = re.compile(r"\bwithin (?:the )?(?:last |past )?24 hours\b", re.IGNORECASE)

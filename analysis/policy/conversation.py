@@ -29,7 +29,7 @@ _CLOSING = re.compile(r"anything else|further (?:assistance|questions)|have a (?
                       r"feel free to (?:reach out|contact)|glad (?:i|we) could help|you['’]?re (?:very )?welcome|"
                       r"being transferred|transfer(?:ring)? you to a human", re.IGNORECASE)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
-_CONDITIONAL = re.compile(r"\b(?:if(?! you(?:'d| would)? (?:like|wish|want|prefer))|whether|unless)\b|\?\s*$", re.IGNORECASE)
+_CONDITIONAL = re.compile(r"\b(?:if(?! you(?:['’]d| would)? (?:like|wish|want|prefer))|whether|unless)\b|\?\s*$", re.IGNORECASE)
 _CLAUSE = re.compile(r"[,;:]|\b(?:but|despite|however|although|though|whereas)\b", re.IGNORECASE)
 _NEGATED = re.compile(r"\b(?:not|never|no|cannot|unable)\b|n[o'’]t\b", re.IGNORECASE)
 _NOW = re.compile(r"current time is (\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})")
