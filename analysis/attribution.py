@@ -18,10 +18,12 @@ diagnosed with it. In order:
   corrected one does not;
 - user simulator: the run ended with `user_error`; or the simulated user's stop token ended the
   run before the agent could act (as its first words, with a yes to the agent's proposal, or
-  alone while the agent awaited an answer; a closing "anything else?" awaits none); or every
-  difference between the agent's writes and the gold is a value the user dictated first (the agent
-  did what the user asked; the user left its instructions). A gold write the system refused for
-  its record's state when the agent made it could not have changed the database: it blames nobody.
+  alone while the agent awaited an answer; a closing "anything else?" awaits none, and a stop
+  answering a human transfer the agent offered after giving up work the gold asks of it cuts
+  nothing); or every difference between the agent's writes and the gold is a value the user
+  dictated first (the agent did what the user asked; the user left its instructions). A gold write
+  the system refused for its record's state when the agent made it could not have changed the
+  database: it blames nobody.
 A write of the agent's own that the policy forbids (and the system carried out) is the agent's
 failure before any of these: no gold could have passed the run after it. Everything else
 defaults to the agent. An LLM judge (judge.attribute_failures) can refine the
@@ -30,6 +32,7 @@ default with quoted evidence; deterministic attributions take precedence over th
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel
@@ -39,7 +42,7 @@ from tracegym.analysis.catalogue import benchmark_family
 from tracegym.analysis.detectors import evidence, render
 from tracegym.analysis.policy import checks, corrections, domain_for
 from tracegym.analysis.policy.conversation import Conversation
-from tracegym.analysis.policy.domain import Domain, Finding
+from tracegym.analysis.policy.domain import TRANSFER, Domain, Finding
 from tracegym.schema import Evidence, Trajectory
 
 Source = Literal["agent", "user_simulator", "benchmark"]
@@ -73,6 +76,19 @@ def _own_errors(conversation: Conversation, domain: Domain) -> list[Finding]:
     return [f for f in detect_tau.findings(conversation, domain) if f.capability != "policy_compliance"]
 
 
+_TRANSFER_OFFER = re.compile(r"\btransfer\w*\b[^.?!\n]{0,40}\b(?:human|agent|representative|specialist|support)\b", re.IGNORECASE)
+
+
+def _handed_off(conversation: Conversation, gaps: list[checks.Gap], stop: int) -> bool:
+    """Whether the agent message the user's stop (at `stop`) answered offered a transfer to a human
+    while work the gold asks of the agent (a write, not the transfer) was left undone or refused:
+    the agent had given the request up, so the stop that accepted its offer cut nothing it would
+    have done, and the failure is not the user simulator's."""
+    said = conversation.texts("assistant", 0, stop)
+    offered = bool(said) and _TRANSFER_OFFER.search(said[-1][1]) is not None
+    return offered and any(g.kind in ("not_done", "refused") and g.action.get("name") != TRANSFER for g in gaps)
+
+
 def attribute(trajectory: Trajectory) -> FailureSource:
     """The source of one failed trajectory's failure."""
     tid, last = trajectory.id, len(trajectory.messages) - 1 if trajectory.messages else None
@@ -90,7 +106,7 @@ def attribute(trajectory: Trajectory) -> FailureSource:
     broken = [g for g in gaps if g.kind == "breaks_policy"]
     if broken and not _own_errors(conversation, domain):
         return _gold_at_fault(tid, "gold action breaks the policy", broken[0])
-    if (left := checks.user_left_early(conversation)) is not None:
+    if (left := checks.user_left_early(conversation)) is not None and not _handed_off(conversation, gaps, left.index):
         return _deterministic(tid, "user_simulator", "the user simulator stopped before the agent could act",
                               evidence(left.index, left.text))
     corrected = [g for g in gaps if g.kind == "corrected_gold"]

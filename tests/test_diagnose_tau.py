@@ -441,6 +441,13 @@ def test_the_user_stopping_before_the_agent_could_act_is_the_user_simulators() -
                .trajectory(gold, [False]))
     assert attribute(closing).source == "agent" and values(closing)["multi_step_task_completion"] == L
 
+    def transfer_accepted(wanted: list[dict]) -> str:
+        return attribute(looked_up("ABC123").say("ABC123 cannot be cancelled. Would you like me to transfer you to a human agent?")
+                         .user("Yes, please. ###TRANSFER###").trajectory(wanted, [False] * len(wanted))).source
+
+    assert transfer_accepted(gold) == "agent"  # the agent had given the cancellation up: the stop cut nothing
+    assert transfer_accepted([{"name": "transfer_to_human_agents", "arguments": {"summary": "x"}}]) == "user_simulator"
+
 
 def test_a_domain_the_rules_do_not_know_gets_the_generic_checks() -> None:
     run = (Run("bank", policy="Be nice.").user("move 10 to savings").call("get_account", {"account_id": "A1"}, account_id="A1")
