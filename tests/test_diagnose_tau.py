@@ -218,6 +218,10 @@ def test_writes_need_an_explicit_yes_to_their_details_and_a_read_record() -> Non
     unread = (Run().user("cancel ABC123, I booked it today").say("Cancel ABC123?").user("yes")
               .call("cancel_reservation", booking("ABC123"), reservation_id="ABC123"))
     assert "without reading it first" in quotes(unread.trajectory([cancel("ABC123")], [True]), "precondition_verification")
+    same = [{"first_name": "Ana", "last_name": "Diaz", "dob": "1990-01-01"}]  # no new passenger: no detail to name, the yes suffices
+    resaved = (looked_up("ABC123").say("I'll update the passengers on ABC123. Shall I?").user("yes")
+               .call("update_reservation_passengers", booking("ABC123"), reservation_id="ABC123", passengers=same))
+    assert detect(resaved.trajectory([], [], success=True))["precondition_verification"].value == P
 
 
 def test_the_user_restating_the_request_after_the_proposal_is_an_explicit_yes() -> None:

@@ -304,16 +304,19 @@ class Conversation:
             return any(mentions(text, alternative) for alternative in detail)
 
         def chooses(answer: str, left_open: list[tuple[str, ...]]) -> bool:
-            return not _NEGATIVE_START.search(answer) and any(
-                any(named(clause, detail) for detail in details) and all(named(clause, detail) for detail in left_open)
-                and not negated(clause) for sentence in sentences(answer) if not sentence.endswith("?") and _WISH.search(sentence)
-                for clause in _CLAUSE.split(sentence))
+            if _NEGATIVE_START.search(answer):
+                return False
+            wishes = [clause for sentence in sentences(answer) if not sentence.endswith("?") and _WISH.search(sentence)
+                      for clause in _CLAUSE.split(sentence) if not negated(clause)]
+            return any(any(named(clause, detail) for detail in details) and all(named(clause, detail) for detail in left_open)
+                       for clause in wishes)
 
         for proposal, text in reversed(self.texts("assistant", 0, index)):
             answers = self.texts("user", proposal + 1, index)
-            if not answers or not any(named(text, detail) for detail in details):
+            left_open = [detail for detail in details if not named(text, detail)]
+            if not answers or (details and len(left_open) == len(details)):  # a proposal names some detail of the write
                 continue
-            answer, left_open = answers[0][1], [detail for detail in details if not named(text, detail)]
+            answer = answers[0][1]
             if (not left_open and is_affirmative(answer)) or chooses(answer, left_open):
                 return proposal, answers[0][0]
         return None
