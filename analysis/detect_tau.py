@@ -23,10 +23,11 @@ domains) turns what the conversation established into findings, each naming a ca
   or a reservation described with none read (labels/data_reasoning_amendment.md: nothing was misread);
 - tool_calling_precision: wrong or invented arguments (an id of another kind, as the records filed
   it or the user named it, that the system rejected; a URL no output gave; a paid-bag count the
-  allowance contradicts or bags the user declined, GUIDE.md's "counts"), a payment that did not add up, a call written out as
-  text instead of made, a write the system rejected for its own arguments, redone or not (the same
-  correct call repeated is none, unless it cancels again a record its own earlier call cancelled: a
-  loop that ends the run is multi-step completion's, by its termination);
+  allowance contradicts or bags the user declined, GUIDE.md's "counts"), a payment that did not
+  add up, a call written out as text instead of made, a write the system rejected for its own
+  arguments, redone or not (the same correct call repeated is none, unless it cancels again a
+  record its own earlier call cancelled: a loop that ends the run is multi-step completion's, by
+  its termination);
 - policy_compliance: a write or offer the policy forbids (what the agent says counts: a refund
   promised, a benefit invented, a cabin change refused for basic economy, `policy.airline_offers`;
   a procedure no tool provides, such as a reminder, a follow-up or an e-mailed confirmation,

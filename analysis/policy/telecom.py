@@ -5,14 +5,14 @@ line it read is a wrong-record write chosen by misreading the records: tool-call
 data reasoning); bills are checked overdue before a payment request and paid (a bill record, or the
 payment's own confirmation) before a suspension is lifted, which a contract ended forbids (a
 condition left unchecked as well, unless the agent said it had ended:
-labels/telecom_resume_amendment.md); refuels are at most 2 GB and their price is confirmed first. What the status outputs
-show (`telecom_state`) must be read right: a setting the agent calls fine while the last status
-read shows the guide's fault is a data-reasoning finding (a line over its data limit never
-refuelled is no misreading: labels/data_reasoning_amendment.md; a refuel the gold makes is then a
-step left undone, by the gold's gap); the steps the agent left undone after such a misreading are
-owed to it (`Finding.misled`), not counted again, while the transfer it made believing the guide
-exhausted still came too early (`checks.transfers`). Each rule names the policy sentence it
-implements.
+labels/telecom_resume_amendment.md); refuels are at most 2 GB and their price is confirmed first.
+What the status outputs show (`telecom_state`) must be read right: a setting the agent calls fine
+while the last status read shows the guide's fault is a data-reasoning finding (a line over its
+data limit never refuelled is no misreading: labels/data_reasoning_amendment.md; a refuel the gold
+makes is then a step left undone, by the gold's gap); the steps the agent left undone after such a
+misreading are owed to it (`Finding.misled`), not counted again, while the transfer it made
+believing the guide exhausted still came too early (`checks.transfers`). Each rule names the
+policy sentence it implements.
 """
 
 from __future__ import annotations
@@ -95,16 +95,16 @@ def _refuel_limit(conversation: Conversation, name: str, arguments: dict, before
 _PAID = re.compile(r"Payment of [\d.]+ \w+ has been made for bill (\w+)", re.IGNORECASE)
 
 
-def _bills(conversation: Conversation, before: int) -> list[dict]:
-    return [obj for _, obj in conversation.records("bill_id", before) if "status" in obj]
+def _bills(conversation: Conversation, before: int) -> list[tuple[int, dict]]:
+    """(result index, record) of every bill record with a status read before message `before`."""
+    return [(at, obj) for at, obj in conversation.records("bill_id", before) if "status" in obj]
 
 
 def bill_statuses(conversation: Conversation, before: int) -> dict[str, str]:
     """{bill id: its status as last shown before message `before`}, lower-cased: from the bill
     records read, and "paid" from a payment's own confirmation ("Payment of 65.0 USD has been made
     for bill B1234321"), whichever came later."""
-    shown = [(at, str(obj["bill_id"]), str(obj.get("status")).lower()) for at, obj in conversation.records("bill_id", before)
-             if "status" in obj]
+    shown = [(at, str(obj["bill_id"]), str(obj.get("status")).lower()) for at, obj in _bills(conversation, before)]
     shown += [(call.result_index, paid.group(1), "paid") for call in conversation.calls
               if call.result_index is not None and call.result_index < before and isinstance(call.output, str)
               and not call.error for paid in _PAID.finditer(call.output)]
@@ -112,7 +112,7 @@ def bill_statuses(conversation: Conversation, before: int) -> dict[str, str]:
 
 
 def _overdue_checked(conversation: Conversation, name: str, arguments: dict, before: int) -> Iterator[Finding]:
-    bill = [b for b in _bills(conversation, before) if str(b.get("bill_id")) == str(arguments.get("bill_id"))]
+    bill = [b for _, b in _bills(conversation, before) if str(b.get("bill_id")) == str(arguments.get("bill_id"))]
     if not bill or str(bill[-1].get("status")).lower() != "overdue":
         shown = bill[-1].get("status") if bill else "never read"
         yield Finding("precondition_verification", before, f"send_payment_request({arguments.get('bill_id')}) without the "
