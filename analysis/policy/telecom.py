@@ -21,7 +21,7 @@ import re
 from typing import Any, Iterator
 
 from tracegym.analysis.policy import procedures
-from tracegym.analysis.policy.conversation import Call, Conversation, assertions, mentions, negated
+from tracegym.analysis.policy.conversation import Call, Conversation, assertions, mentions, negated, sentences
 from tracegym.analysis.policy.domain import ActionRule, ConversationRule, Domain, Finding
 from tracegym.analysis.policy.telecom_state import faults, statements
 
@@ -133,7 +133,7 @@ def _resume_allowed(conversation: Conversation, name: str, arguments: dict, befo
                                                            f"{unpaid[-1]} was last shown unpaid")
 
 
-_CONTRACT_ENDED = re.compile(r"\bcontract\b[^.?!\n]*\b(?:ended|expired|is over|in the past|has passed|lapsed)\b", re.IGNORECASE)
+_CONTRACT_ENDED = re.compile(r"\bcontract\b[^.?!\n]{0,80}\b(?:ended|expired|is over|in the past|has passed|lapsed)\b", re.IGNORECASE)
 
 
 def _contract_end_noted(conversation: Conversation, end_date: Any, before: int) -> bool:
@@ -199,7 +199,8 @@ def _denied_faults(conversation: Conversation) -> Iterator[Finding]:
 
 
 _LOCKED_SIM = "escalate to technical support for assistance with SIM security"
-_ENTER_CODE = re.compile(r"[^.?!\n]*\b(?:PIN|PUK)\b[^.?!\n]*", re.IGNORECASE)
+_CODE = re.compile(r"\b(?:PIN|PUK)\b", re.IGNORECASE)
+_ENTER = re.compile(r"\benter", re.IGNORECASE)
 
 
 def _sim_code_procedure(conversation: Conversation) -> Iterator[Finding]:
@@ -210,11 +211,10 @@ def _sim_code_procedure(conversation: Conversation) -> Iterator[Finding]:
     if not locked:
         return
     for index, text in conversation.texts("assistant", min(locked)):
-        sentence = next((m.group(0) for m in _ENTER_CODE.finditer(text)
-                         if re.search(r"\benter", m.group(0), re.IGNORECASE) and not negated(m.group(0))), None)
+        sentence = next((s for s in sentences(text) if _CODE.search(s) and _ENTER.search(s) and not negated(s)), None)
         if sentence:
             yield Finding("policy_compliance", index, f"a locked SIM is escalated, yet the agent has the user enter a code: "
-                                                      f"{sentence.strip()!r}")
+                                                      f"{sentence!r}")
             return
 
 
