@@ -1,7 +1,7 @@
 """What `tracegym train` leaves in its output folder.
 
     adapter_config.json, adapter_model.safetensors   the LoRA, standard PEFT layout (PeftModel.from_pretrained, vLLM)
-    train_config.json                                GRPOConfig (+ warm-start config) as JSON
+    train_config.json                                TurnGRPOConfig (+ warm-start config) as JSON
     train_log.jsonl                                  one record per step (written by the trainer)
     learning_curve.png                               reward per step (mean ± std, unhinted mean)
     artifact.json                                    tracegym.schema.AdapterArtifact

@@ -35,7 +35,7 @@ class CreditConfig:
 
 
 @dataclass
-class GRPOConfig:
+class TurnGRPOConfig:
     """GRPO on LoRA weights (papers/TRACE.md §1 stage 3 and §2), scaled to one CPU. No KL term.
 
     learning_rate and steps: chosen by `benchmarks/sweep.py` on the embedded model
@@ -136,5 +136,5 @@ class TrainConfig(PolicyConfig):
 
     calibration: CalibrationConfig = option(help="calibration", factory=CalibrationConfig)
     warm_start: WarmStartConfig = option(help="SFT warm start", factory=WarmStartConfig)
-    grpo: GRPOConfig = option(help="GRPO", factory=GRPOConfig)
+    grpo: TurnGRPOConfig = option(help="GRPO", factory=TurnGRPOConfig)
     eval: EvalConfig = option(help="held-out evaluation", factory=EvalConfig)

@@ -52,7 +52,7 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
 from tracegym.adapters.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
-from tracegym.adapters.config import GRPOConfig
+from tracegym.adapters.config import TurnGRPOConfig
 from tracegym.adapters.credit import episode_advantages
 from tracegym.adapters.policy_loss import GroupBatch, clipped_surrogate, encode_prompt, group_batches, token_logprobs
 from tracegym.adapters.reference_scoring import reference_scores
@@ -73,7 +73,7 @@ def varied_groups(episodes: list[Episode], group_size: int) -> list[list[Episode
     return [g for g in groups if max(e.reward for e in g) - min(e.reward for e in g) > 1e-12]
 
 
-class GRPOTrainer:
+class TurnGRPOTrainer:
     """Trains the LoRA of `model` (a PeftModel) on episodes of `env_factory` seeds in
     [train_seeds[0], train_seeds[1]), sampled per `rollout`. Writes `train_log.jsonl` and
     `checkpoint/` under `out_dir`."""
@@ -83,7 +83,7 @@ class GRPOTrainer:
         model: PeftModel,
         tokenizer: PreTrainedTokenizerBase,
         env_factory: Callable[[], Environment],
-        config: GRPOConfig,
+        config: TurnGRPOConfig,
         rollout: RolloutConfig,
         out_dir: str | Path,
         train_seeds: tuple[int, int] = (0, 10_000),

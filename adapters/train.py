@@ -21,7 +21,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from tracegym.adapters.artifacts import write_artifacts
 from tracegym.adapters.checkpoint import find_checkpoint
 from tracegym.adapters.config import TrainConfig
-from tracegym.adapters.grpo import CHECKPOINT_DIR, GRPOTrainer, read_log
+from tracegym.adapters.grpo import CHECKPOINT_DIR, TurnGRPOTrainer, read_log
 from tracegym.adapters.heldout import HeldoutScores, compare, score_heldout
 from tracegym.adapters.lora import add_reference, attach_lora
 from tracegym.adapters.sft import warm_start
@@ -136,7 +136,7 @@ def train_adapter(
         if state.is_main_process:
             before_file.write_text(json.dumps(before.to_dict()))
         state.wait_for_everyone()
-    trainer = GRPOTrainer(policy, tokenizer, factory, config.grpo, config.rollout, out_dir, train_seeds=env_spec.train_seeds)
+    trainer = TurnGRPOTrainer(policy, tokenizer, factory, config.grpo, config.rollout, out_dir, train_seeds=env_spec.train_seeds)
     if resume:
         trainer.resume()
     trainer.train(progress=progress)

@@ -40,9 +40,9 @@ from pydantic import BaseModel
 from tracegym.analysis import detect_tau
 from tracegym.analysis.catalogue import benchmark_family
 from tracegym.analysis.detectors import evidence, render
-from tracegym.analysis.policy import checks, corrections, domain_for
-from tracegym.analysis.policy.conversation import Conversation
-from tracegym.analysis.policy.domain import TRANSFER, Domain, Finding
+from tracegym.analysis.rules import checks, corrections, domain_for
+from tracegym.analysis.rules.conversation import Conversation
+from tracegym.analysis.rules.domain import TRANSFER, Domain, Finding
 from tracegym.schema import Evidence, Trajectory
 
 Source = Literal["agent", "user_simulator", "benchmark"]

@@ -54,9 +54,9 @@ data all the same. Otherwise LACKING with a finding, else PRESENT.
 from __future__ import annotations
 
 from tracegym.analysis.detectors import Verdict, evidence
-from tracegym.analysis.policy import checks, domain_for, payments, quotes
-from tracegym.analysis.policy.conversation import Conversation
-from tracegym.analysis.policy.domain import TRANSFER, Domain, Finding
+from tracegym.analysis.rules import checks, domain_for, payments, quotes
+from tracegym.analysis.rules.conversation import Conversation
+from tracegym.analysis.rules.domain import TRANSFER, Domain, Finding
 from tracegym.schema import Trajectory
 
 CAPABILITIES = ("structured_data_reasoning", "multi_step_task_completion", "precondition_verification",

@@ -69,7 +69,7 @@ def replay_rollouts(backend: Any, episodes: list[Episode], params: SamplingConfi
 
 
 def baseline_trainer(trainer_class: type) -> type:
-    """A subclass of `trainer_class` (today's GRPOTrainer) whose `update(batch)` is BASELINE's; its
+    """A subclass of `trainer_class` (today's TurnGRPOTrainer) whose `update(batch)` is BASELINE's; its
     `old_batch(episodes, advantages)` builds that update's left-padded batch, and its `advantages`
     scores the reference with BASELINE's code (one packed forward pass per episode, its prompt
     included; BASELINE's reference was the base model, as today's is without a warm start)."""
@@ -78,10 +78,10 @@ def baseline_trainer(trainer_class: type) -> type:
 
     from tracegym.adapters import grpo
 
-    # BASELINE read the sampling temperature from GRPOConfig; today it is the trainer's RolloutConfig
+    # BASELINE read the sampling temperature from TurnGRPOConfig; today it is the trainer's RolloutConfig
     source = re.sub(r"(self\.)?config\.temperature", "self.rollout_config.temperature", old_source("adapters/grpo.py"))
     tree = ast.parse(source)
-    old_class = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "GRPOTrainer")
+    old_class = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "TurnGRPOTrainer")
     methods = [node for node in old_class.body if isinstance(node, ast.FunctionDef) and node.name in _UPDATE_METHODS]
     policy_loss = old_module("adapters/policy_loss.py")
     namespace: dict[str, Any] = {**vars(policy_loss), "torch": torch, "np": np}

@@ -2,7 +2,7 @@
 equal rollouts: one group of 8 four-turn episodes of the embedded model (benchmarks/four_turn_env.py
 measures the engine, not skill), hint fraction 0.25, T = 1.0, turns ending at the end-of-turn token
 or a newline (at most 128 tokens), LoRA rank 16, micro-batches of 2 episodes, mini_batches 1; the new
-update in bfloat16 autocast (`GRPOConfig.bf16`, as configs/default.toml trains), the baseline's in
+update in bfloat16 autocast (`TurnGRPOConfig.bf16`, as configs/default.toml trains), the baseline's in
 float32 (BASELINE had no such option).
 Memory: a micro-batch of n four-turn episodes (~1,200 completion tokens each) keeps ~3.5·n GB of
 attention weights for the backward pass (CPU SDPA with a mask materialises them); measured peak
@@ -33,8 +33,8 @@ from four_turn_env import four_turn_env
 from timing import Clock, engine_arguments, speedup_line
 
 from tracegym.adapters import grpo
-from tracegym.adapters.config import CreditConfig, GRPOConfig
-from tracegym.adapters.grpo import GRPOTrainer, varied_groups
+from tracegym.adapters.config import CreditConfig, TurnGRPOConfig
+from tracegym.adapters.grpo import TurnGRPOTrainer, varied_groups
 from tracegym.adapters.lora import attach_lora
 from tracegym.config import RolloutConfig
 from tracegym.generation import SamplingConfig
@@ -45,7 +45,7 @@ PHASES = ("rollouts", "advantages", "update")
 STOP = ("\n",)
 
 
-def timed(trainer: GRPOTrainer, seconds: dict[str, float], episodes: list[list[Episode]]) -> None:
+def timed(trainer: TurnGRPOTrainer, seconds: dict[str, float], episodes: list[list[Episode]]) -> None:
     """Make the trainer record the wall seconds of each phase of its last step in `seconds`, and the
     episodes of its last rollouts in `episodes[0]`."""
     for phase in PHASES:
@@ -81,14 +81,14 @@ def baseline_step(trainer: Any, episodes: list[Episode], params: SamplingConfig,
 
 def main() -> None:
     _, group, new_tokens, rounds = engine_arguments(__doc__.splitlines()[0])
-    config = GRPOConfig(steps=rounds, groups_per_step=1, group_size=group, micro_batch_size=2, hint_fraction=0.25,
+    config = TurnGRPOConfig(steps=rounds, groups_per_step=1, group_size=group, micro_batch_size=2, hint_fraction=0.25,
                         credit=CreditConfig(credit="trace"), lora_rank=16, max_redraws=0, bf16=True)
     rollout = RolloutConfig(temperature=1.0, max_new_tokens=new_tokens)
     # the untrained model rambles until the token budget, which would end episodes after one turn
     grpo.SamplingConfig = functools.partial(SamplingConfig, stop=STOP)  # type: ignore[attr-defined]
     out = tempfile.mkdtemp(prefix="grpo_step_")
     trainers = {}
-    for name, cls in (("new", GRPOTrainer), ("old", baseline_trainer(GRPOTrainer))):
+    for name, cls in (("new", TurnGRPOTrainer), ("old", baseline_trainer(TurnGRPOTrainer))):
         model, tokenizer = load_model()
         trainers[name] = cls(attach_lora(model, rank=config.lora_rank), tokenizer, four_turn_env, config, rollout, f"{out}/{name}")
     seconds: dict[str, dict[str, float]] = {"new": {}, "old": {}}

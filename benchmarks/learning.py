@@ -7,7 +7,7 @@ reward lies in the calibration band, default [0.2, 0.6], is reported), scored on
 greedy and sampled at the rollout temperature (TEMPERATURE, 0.7; tracegym.adapters.heldout). Then for each credit
 ("trace", "grpo") and each training seed: GRPO from the warm start (π_ref = the frozen warm start)
 for `steps` steps of `groups × group_size` rollouts, a flat group (all rewards equal: no update)
-replaced by a fresh seed's group up to `--redraws` rounds a step (default GRPOConfig's 2; with 0
+replaced by a fresh seed's group up to `--redraws` rounds a step (default TurnGRPOConfig's 2; with 0
 every run samples the same number of rollouts, the report lists each run's; updates in bfloat16
 autocast where the device computes it natively, float32 elsewhere, as configs/default.toml trains:
 tracegym.precision), then the held-out scores after.
@@ -41,8 +41,8 @@ from typing import Any
 
 from learning_report import plot_curves, report, summarise
 
-from tracegym.adapters.config import CreditConfig, GRPOConfig, WarmStartConfig
-from tracegym.adapters.grpo import GRPOTrainer, read_log
+from tracegym.adapters.config import CreditConfig, TurnGRPOConfig, WarmStartConfig
+from tracegym.adapters.grpo import TurnGRPOTrainer, read_log
 from tracegym.adapters.heldout import HeldoutScores, score_heldout
 from tracegym.adapters.lora import add_reference, attach_lora
 from tracegym.adapters.sft import warm_start
@@ -61,11 +61,11 @@ WARM_START_DEFAULT = (2, 1)
 # 135M model's sampled reward lies under the band from any warm start greedy decoding does not solve
 # (error_recovery 5x3: 0.17 at 1.0, 0.27 at 0.7 on the probe's training seeds; README, "Learning").
 TEMPERATURE = 0.7
-FULL: dict[str, Any] = dict(model=DEFAULT_MODEL, steps=GRPOConfig.steps, groups=1, group_size=8, micro_batch=2, heldout=32,
-                            sampled=2, max_new_tokens=None, seeds=3, lr=GRPOConfig.learning_rate, warm_start=WARM_START,
-                            bf16=True, redraws=GRPOConfig.max_redraws, temperature=TEMPERATURE)
+FULL: dict[str, Any] = dict(model=DEFAULT_MODEL, steps=TurnGRPOConfig.steps, groups=1, group_size=8, micro_batch=2, heldout=32,
+                            sampled=2, max_new_tokens=None, seeds=3, lr=TurnGRPOConfig.learning_rate, warm_start=WARM_START,
+                            bf16=True, redraws=TurnGRPOConfig.max_redraws, temperature=TEMPERATURE)
 QUICK: dict[str, Any] = dict(model=TINY_MODEL, steps=2, groups=1, group_size=2, micro_batch=2, heldout=3, sampled=1,
-                             max_new_tokens=8, seeds=1, lr=GRPOConfig.learning_rate, warm_start={}, bf16=False, redraws=0,
+                             max_new_tokens=8, seeds=1, lr=TurnGRPOConfig.learning_rate, warm_start={}, bf16=False, redraws=0,
                              temperature=RolloutConfig.temperature)
 FAMILIES = "precondition_verification,error_recovery"
 SETTING_FLAGS = ("steps", "seeds", "heldout", "sampled", "groups", "redraws", "lr", "temperature")  # command-line overrides of FULL / QUICK
@@ -156,15 +156,15 @@ def scored(path: Path, policy: Any, tokenizer: Any, spec: EnvSpec, settings: dic
 
 
 def trainer_from_warm_start(spec: EnvSpec, settings: dict[str, Any], credit: str, seed: int, lr: float, warm: Path,
-                            folder: Path, rollout: RolloutConfig) -> GRPOTrainer:
+                            folder: Path, rollout: RolloutConfig) -> TurnGRPOTrainer:
     """A GRPO trainer (resumed from `folder` if it holds a checkpoint) of the warm start in `warm`,
     π_ref the frozen warm start, flat groups redrawn up to `settings["redraws"]` rounds a step."""
     model, tokenizer = load_base(settings["model"])
     policy = add_reference(attach_lora(model, adapter_dir=warm), warm)
-    config = GRPOConfig(steps=settings["steps"], groups_per_step=settings["groups"], group_size=settings["group_size"],
+    config = TurnGRPOConfig(steps=settings["steps"], groups_per_step=settings["groups"], group_size=settings["group_size"],
                         micro_batch_size=settings["micro_batch"], learning_rate=lr, max_redraws=settings["redraws"],
                         credit=CreditConfig(credit=credit), seed=seed, save_every=settings["steps"], bf16=settings["bf16"])
-    trainer = GRPOTrainer(policy, tokenizer, env_factory_for(spec), config, rollout, folder, train_seeds=spec.train_seeds)
+    trainer = TurnGRPOTrainer(policy, tokenizer, env_factory_for(spec), config, rollout, folder, train_seeds=spec.train_seeds)
     trainer.resume()
     return trainer
 
@@ -241,8 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sampled", type=int, help=f"sampled episodes per held-out seed (default {FULL['sampled']})")
     parser.add_argument("--groups", type=int, help=f"groups per GRPO step (default {FULL['groups']})")
     parser.add_argument("--redraws", type=int, help=f"rounds a step may redraw flat groups (default {FULL['redraws']}, "
-                                                     f"GRPOConfig's; 0: equal rollouts in every run)")
-    parser.add_argument("--lr", type=float, help=f"GRPO learning rate (default {FULL['lr']}, GRPOConfig's)")
+                                                     f"TurnGRPOConfig's; 0: equal rollouts in every run)")
+    parser.add_argument("--lr", type=float, help=f"GRPO learning rate (default {FULL['lr']}, TurnGRPOConfig's)")
     parser.add_argument("--temperature", type=float,
                         help=f"rollout temperature, in training and the sampled held-out episodes (default {FULL['temperature']})")
     parser.add_argument("--warm-lr", type=float, default=WarmStartConfig.learning_rate, help="warm-start learning rate")

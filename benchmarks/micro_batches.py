@@ -23,7 +23,7 @@ from learning import FULL, family_name, rung_spec, trainer_from_warm_start, warm
 from timing import Clock, speedup_line
 
 from tracegym.adapters.config import WarmStartConfig
-from tracegym.adapters.grpo import GRPOTrainer
+from tracegym.adapters.grpo import TurnGRPOTrainer
 from tracegym.adapters.policy_loss import GroupBatch, group_batches
 from tracegym.config import RolloutConfig
 
@@ -43,7 +43,7 @@ def forwarded(groups: list[GroupBatch]) -> int:
     return sum(micro.completion_ids.numel() for group in groups for _, micro in group.micro_batches(MICRO_BATCH))
 
 
-def gradients(trainer: GRPOTrainer, groups: list[GroupBatch], tokens: float, clock: Clock) -> tuple[float, torch.Tensor]:
+def gradients(trainer: TurnGRPOTrainer, groups: list[GroupBatch], tokens: float, clock: Clock) -> tuple[float, torch.Tensor]:
     """(loss, flat LoRA gradient) of one update's backward passes over `groups`, timed by `clock`."""
     trainer.optimizer.zero_grad(set_to_none=True)
     trainer.model.train()

@@ -1,4 +1,4 @@
-"""A small learning-rate × steps sweep of GRPO on the embedded model, for GRPOConfig's defaults.
+"""A small learning-rate × steps sweep of GRPO on the embedded model, for TurnGRPOConfig's defaults.
 
 One family at its easiest rung, the short warm start of benchmarks/learning.py (its FULL settings),
 then for each learning rate one plain-GRPO run (credit "grpo", training seed 0), scored on

@@ -16,7 +16,7 @@ from typing import ClassVar
 from tracegym.adapters.config import EvalConfig, TrainConfig, WarmStartConfig
 from tracegym.config import PolicyConfig, option
 from tracegym.eval.target.config import TargetConfig
-from tracegym.moe_router.configs import RouterTrainingConfig
+from tracegym.moe_router.config import RouterTrainingConfig
 from tracegym.synth_envs.registry import CAPABILITY_TABLE
 from tracegym.synth_envs.synthesise import SynthConfig
 

@@ -20,7 +20,7 @@ from tracegym.moe_router.folder import (
 from tracegym.moe_router.lora_weights import read_adapter
 from tracegym.moe_router.mixture import Compute, attach_mixture
 from tracegym.moe_router.router_data import LabelledDialogue, router_data
-from tracegym.moe_router.configs import RouterTrainingConfig
+from tracegym.moe_router.config import RouterTrainingConfig
 from tracegym.moe_router.router_training import train_router
 from tracegym.moe_router.task_router import TaskRouter
 from tracegym.synth_envs.registry import get_family

@@ -26,7 +26,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from tracegym.errors import UserError
-from tracegym.moe_router.configs import RouterTrainingConfig
+from tracegym.moe_router.config import RouterTrainingConfig
 from tracegym.moe_router.mixture import BASE_SLOT, MixtureRouter, gate_logits, rms_normalise
 from tracegym.moe_router.router_data import LabelledDialogue, RouterData
 

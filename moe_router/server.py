@@ -30,7 +30,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tracegym.generation import render_chat
-from tracegym.moe_router.configs import ServeConfig
+from tracegym.moe_router.config import ServeConfig
 from tracegym.moe_router.chat_api import ChatRequest, RequestError, StreamWriter, completion, cut_at_stop, to_messages
 from tracegym.moe_router.engine import GATED, Engine, GenerationRequest, QueueFull
 from tracegym.moe_router.folder import load_mixture, task_router_for

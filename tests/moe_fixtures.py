@@ -14,7 +14,7 @@ from peft import LoraConfig, get_peft_model
 
 from tracegym.adapters.lora import LORA_TARGETS
 from tracegym.models import tiny_model
-from tracegym.moe_router.configs import RouterTrainingConfig
+from tracegym.moe_router.config import RouterTrainingConfig
 from tracegym.moe_router.route import build_router
 from tracegym.schema import AdapterArtifact, EnvSpec
 

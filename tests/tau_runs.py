@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from tracegym.analysis.detect_tau import detect
-from tracegym.analysis.policy import airline
+from tracegym.analysis.rules import airline
 from tracegym.schema import LabelValue, Message, Source, ToolCall, Trajectory
 
 P, L, N = LabelValue.PRESENT, LabelValue.LACKING, LabelValue.NA

@@ -95,5 +95,5 @@ def test_planted_violations_are_caught(module, source, expected):
 
 def test_allowed_edges_pass():
     assert forbidden_edges("tracegym.eval.pipeline", "from tracegym.adapters.train import train_adapter") == []
-    assert forbidden_edges("tracegym.adapters.cli", "from tracegym.synth_envs.cli import run_list") == []
+    assert forbidden_edges("tracegym.adapters.train_cli", "from tracegym.synth_envs.envs_cli import run_list") == []
     assert forbidden_edges("tracegym.synth_envs.checks", "import torch\nfrom . import base") == []

@@ -156,7 +156,7 @@ def repeated_defaults(source: str, configs: dict[str, type], module: str = "<pla
 
 def test_each_config_default_is_written_once():
     configs = config_classes()
-    assert {"GRPOConfig", "CalibrationConfig", "RolloutConfig", "WarmStartConfig", "CreditConfig"} <= set(configs)
+    assert {"TurnGRPOConfig", "CalibrationConfig", "RolloutConfig", "WarmStartConfig", "CreditConfig"} <= set(configs)
     problems = [p for module, path in source_modules() for p in repeated_defaults(path.read_text(encoding="utf-8"), configs, module)]
     assert problems == []
 

@@ -14,7 +14,7 @@ from tracegym.analysis.contrast import contrast, failing_for_every_agent
 from tracegym.analysis.detect_tau import detect
 from tracegym.analysis.diagnose import diagnose
 from tracegym.analysis.ingest import ingest_paths
-from tracegym.analysis.policy import corrections, telecom
+from tracegym.analysis.rules import corrections, telecom
 from tracegym.schema import Label, LabelValue, Trajectory
 
 from benchmark_modules import load_benchmark

@@ -12,8 +12,8 @@ from peft import PeftModel
 
 from tracegym import precision
 from tracegym.adapters.artifacts import write_artifacts
-from tracegym.adapters.config import CreditConfig, GRPOConfig
-from tracegym.adapters.grpo import GRPOTrainer, read_log, varied_groups
+from tracegym.adapters.config import CreditConfig, TurnGRPOConfig
+from tracegym.adapters.grpo import TurnGRPOTrainer, read_log, varied_groups
 from tracegym.adapters.lora import attach_lora, trainable_state
 from tracegym.adapters.policy_loss import GroupBatch, group_batches, token_logprobs
 from tracegym.cli import main
@@ -27,9 +27,9 @@ from tracegym.synth_envs.registry import make_env
 def _trainer(tmp_path, env=ProseEnv, max_new_tokens=12, credit="trace", temperature=1.0, **overrides):
     model, tokenizer = chatty_tiny_model()
     settings = dict(steps=1, groups_per_step=1, group_size=4, learning_rate=1e-2, lora_rank=4, save_every=1)
-    config = GRPOConfig(**{**settings, **overrides}, credit=CreditConfig(credit=credit))
+    config = TurnGRPOConfig(**{**settings, **overrides}, credit=CreditConfig(credit=credit))
     rollout = RolloutConfig(temperature=temperature, max_new_tokens=max_new_tokens)
-    return GRPOTrainer(attach_lora(model, rank=config.lora_rank), tokenizer, env, config, rollout, tmp_path)
+    return TurnGRPOTrainer(attach_lora(model, rank=config.lora_rank), tokenizer, env, config, rollout, tmp_path)
 
 
 def _sampled_logprob(trainer, episode):

@@ -188,7 +188,7 @@ def test_killed_at_stages_the_run_resumes_without_redoing_finished_ones(tmp_path
 def test_quick_sits_under_the_config_file_and_the_flags(tmp_path):
     from tracegym.cli import build_parser
     from tracegym.config import resolve_config
-    from tracegym.eval.cli import QUICK
+    from tracegym.eval.run_cli import QUICK
     from tracegym.eval.config import RunConfig
 
     (tmp_path / "c.toml").write_text("[router]\nsteps = 7\n[grpo]\ngroup_size = 3\n")
@@ -219,7 +219,7 @@ def test_an_adapters_warm_start_prints_its_loss_dicts_to_run_log_not_the_termina
 
     from tracegym.cli import build_parser
     from tracegym.config import resolve_config
-    from tracegym.eval.cli import QUICK
+    from tracegym.eval.run_cli import QUICK
     from tracegym.eval.config import RunConfig
     from tracegym.eval.pipeline import _train
     from tracegym.eval.run_log import LOG_FILE

@@ -15,7 +15,7 @@ from tracegym.cli import main
 from tracegym.errors import UserError
 from tracegym.generation import HFBackend, SamplingConfig, render_chat
 from tracegym.models import tiny_model
-from tracegym.moe_router.configs import RouterTrainingConfig
+from tracegym.moe_router.config import RouterTrainingConfig
 from tracegym.moe_router.folder import (
     GATES_FILE, MANIFEST_FILE, METRICS_FILE, load_mixture, load_policy, read_manifest, task_router_for,
 )

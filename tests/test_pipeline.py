@@ -6,7 +6,7 @@ import json
 import pytest
 
 from tracegym.cli import main
-from tracegym.adapters.config import EvalConfig, GRPOConfig, WarmStartConfig
+from tracegym.adapters.config import EvalConfig, TurnGRPOConfig, WarmStartConfig
 from tracegym.analysis.examples import write_example_run
 from tracegym.config import RolloutConfig
 from tracegym.eval.config import RunConfig
@@ -48,7 +48,7 @@ def test_cli_names_a_missing_input(tmp_path, capsys):
 @pytest.mark.slow
 def test_tiny_end_to_end_trains_one_adapter_and_resumes_nothing(tmp_path):
     config = RunConfig(model="tiny", max_adapters=1, warm_start=WarmStartConfig(enabled=True, dialogues=16, steps=1, batch_size=2),
-                       grpo=GRPOConfig(steps=1, groups_per_step=1, group_size=2, micro_batch_size=1),
+                       grpo=TurnGRPOConfig(steps=1, groups_per_step=1, group_size=2, micro_batch_size=1),
                        eval=EvalConfig(seeds=2), calibration=CalibrationConfig(enabled=True, seeds=1, rollouts=2),
                        rollout=RolloutConfig(max_new_tokens=16), inputs=example_inputs(tmp_path))
     tmp_path = tmp_path / "run"

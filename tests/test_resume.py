@@ -10,20 +10,20 @@ import torch
 from adapters_lookup_env import ProseEnv, chatty_tiny_model
 
 from tracegym.adapters.checkpoint import find_checkpoint, save_checkpoint
-from tracegym.adapters.config import CreditConfig, GRPOConfig
-from tracegym.adapters.grpo import CHECKPOINT_DIR, GRPOTrainer, read_log
+from tracegym.adapters.config import CreditConfig, TurnGRPOConfig
+from tracegym.adapters.grpo import CHECKPOINT_DIR, TurnGRPOTrainer, read_log
 from tracegym.adapters.lora import attach_lora, trainable_state
 from tracegym.config import RolloutConfig
 
 
-def _trainer(out) -> GRPOTrainer:
+def _trainer(out) -> TurnGRPOTrainer:
     model, tokenizer = chatty_tiny_model()
-    config = GRPOConfig(
+    config = TurnGRPOConfig(
         steps=4, save_every=2, groups_per_step=1, group_size=4,
         learning_rate=1e-2, lora_rank=4, mini_batches=2, hint_fraction=0.25, credit=CreditConfig(credit="trace"),
     )
     rollout = RolloutConfig(max_new_tokens=10)
-    return GRPOTrainer(attach_lora(model, rank=4, seed=config.seed), tokenizer, ProseEnv, config, rollout, out)
+    return TurnGRPOTrainer(attach_lora(model, rank=4, seed=config.seed), tokenizer, ProseEnv, config, rollout, out)
 
 
 def _without_time(records):

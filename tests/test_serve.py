@@ -14,7 +14,7 @@ import pytest
 from moe_fixtures import FAMILIES, routed_folder, tiny_adapters  # noqa: F401 (fixtures)
 
 from tracegym.moe_router.chat_api import ChatRequest, StreamWriter, reply_message, to_messages
-from tracegym.moe_router.configs import ServeConfig
+from tracegym.moe_router.config import ServeConfig
 from tracegym.moe_router.server import RunningServer, create_app
 from tracegym.synth_envs.registry import make_env
 from tracegym.toolcalls import render_tool_call

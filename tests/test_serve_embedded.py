@@ -14,7 +14,7 @@ import pytest
 
 from tracegym.generation import HFBackend, SamplingConfig
 from tracegym.models import DEFAULT_MODEL, load_model
-from tracegym.moe_router.configs import RouterTrainingConfig, ServeConfig
+from tracegym.moe_router.config import RouterTrainingConfig, ServeConfig
 from tracegym.moe_router.folder import load_policy
 from tracegym.moe_router.route import build_router
 from tracegym.moe_router.server import RunningServer, create_app

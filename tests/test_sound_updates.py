@@ -8,24 +8,24 @@ from typing import Any
 import torch
 from adapters_lookup_env import FlatEnv, ProseEnv, chatty_tiny_model
 
-from tracegym.adapters.config import CreditConfig, GRPOConfig
+from tracegym.adapters.config import CreditConfig, TurnGRPOConfig
 from tracegym.adapters.credit import episode_advantages
-from tracegym.adapters.grpo import GRPOTrainer
+from tracegym.adapters.grpo import TurnGRPOTrainer
 from tracegym.adapters.lora import POLICY_ADAPTER, REFERENCE_ADAPTER, add_reference, attach_lora, save_policy
 from tracegym.adapters.policy_loss import clipped_surrogate
 from tracegym.adapters.reference_scoring import score_packed
 from tracegym.config import RolloutConfig
 
 
-def _trainer(tmp_path, env=ProseEnv, model=None, credit="trace", max_new_tokens=12, **overrides) -> GRPOTrainer:
+def _trainer(tmp_path, env=ProseEnv, model=None, credit="trace", max_new_tokens=12, **overrides) -> TurnGRPOTrainer:
     if model is None:
         base, tokenizer = chatty_tiny_model()
         model = attach_lora(base, rank=4)
     else:
         _, tokenizer = chatty_tiny_model()
     settings: dict[str, Any] = dict(steps=1, groups_per_step=1, group_size=4, learning_rate=1e-2, lora_rank=4, save_every=1)
-    config = GRPOConfig(**{**settings, **overrides}, credit=CreditConfig(credit=credit))
-    return GRPOTrainer(model, tokenizer, env, config, RolloutConfig(max_new_tokens=max_new_tokens), tmp_path, train_seeds=(0, 100))
+    config = TurnGRPOConfig(**{**settings, **overrides}, credit=CreditConfig(credit=credit))
+    return TurnGRPOTrainer(model, tokenizer, env, config, RolloutConfig(max_new_tokens=max_new_tokens), tmp_path, train_seeds=(0, 100))
 
 
 def test_clip_fraction_counts_only_tokens_where_the_clip_binds():

@@ -20,13 +20,13 @@ from tracegym.errors import UserError, one_line
 COMMANDS: dict[str, str] = {
     "ingest": "tracegym.analysis.ingest_cli",
     "diagnose": "tracegym.analysis.diagnose_cli",
-    "train": "tracegym.adapters.cli",
-    "envs": "tracegym.synth_envs.cli",
-    "synth": "tracegym.synth_envs.cli",
-    "run": "tracegym.eval.cli",
+    "train": "tracegym.adapters.train_cli",
+    "envs": "tracegym.synth_envs.envs_cli",
+    "synth": "tracegym.synth_envs.synth_cli",
+    "run": "tracegym.eval.run_cli",
     "eval": "tracegym.eval.eval_cli",
-    "route": "tracegym.moe_router.cli",
-    "serve": "tracegym.moe_router.cli",
+    "route": "tracegym.moe_router.route_cli",
+    "serve": "tracegym.moe_router.serve_cli",
 }
 
 

@@ -34,7 +34,7 @@ from tracegym.eval.target.config import TargetConfig
 from tracegym.eval.target.database import Changes, database
 from tracegym.eval.target.grading import grade
 from tracegym.eval.target.kinds import make_task
-from tracegym.eval.target.policy import CLOSING, POLICY, WRITE_TOOLS
+from tracegym.eval.target.handbook import CLOSING, HANDBOOK, WRITE_TOOLS
 from tracegym.eval.target.tasks import Task
 from tracegym.eval.target.tools import DeskTools, Ledger
 from tracegym.eval.target.users import (GIVE_UP, MAX_REPLIES, Conversation, ModelUser, ScriptedUser, UserSimulator,
@@ -84,7 +84,7 @@ class TargetEnvironment(DeskTools, Environment):
     capability = "target"  # a target environment exercises several capabilities (see `kinds`)
     description = "A τ²-style hotel reservation desk: a generated database, 11 tools, a written policy, a guest."
     Config = TargetConfig
-    instructions = POLICY
+    instructions = HANDBOOK
     max_attempts = 1  # a task that fails its oracle checks is a bug: raise, never regenerate
     golds: ClassVar[BoundedCache[Changes]] = BoundedCache(1024)  # (key, seed) -> the gold changes
     state: _Episode

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from tracegym.eval.target.config import HELDOUT_BASE, TargetConfig
 from tracegym.eval.target.database import TODAY, Database, database, iso
-from tracegym.eval.target.policy import TRANSFER_MESSAGE
+from tracegym.eval.target.handbook import TRANSFER_MESSAGE
 from tracegym.eval.target.tasks import Draw, GoldAction, Task, split_of, split_seeds
 
 KINDS = ("cancel_reservation", "change_dates", "book_cheapest", "cancel_trip", "change_room", "policy_exception", "billing_dispute")

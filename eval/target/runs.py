@@ -25,7 +25,7 @@ from tracegym.analysis.ingest.common import InputFile
 from tracegym.analysis.ingest.tau2 import read as read_tau2
 from tracegym.eval.target.environment import EpisodeRecord, TargetEnvironment
 from tracegym.eval.target.grading import CONFIRMATION, REWARD_BASIS
-from tracegym.eval.target.policy import DOMAIN, POLICY
+from tracegym.eval.target.handbook import DOMAIN, HANDBOOK
 from tracegym.eval.target.tasks import Task
 from tracegym.eval.target.users import describe
 from tracegym.files import write_text_atomic
@@ -101,7 +101,7 @@ def results_document(env: TargetEnvironment, records: Sequence[EpisodeRecord], a
             "max_steps": env.config.max_turns,
             "agent_info": {"implementation": agent, "llm": model},
             "user_info": describe(env.user),
-            "environment_info": {"domain_name": DOMAIN, "policy": POLICY,
+            "environment_info": {"domain_name": DOMAIN, "policy": HANDBOOK,
                                  "tool_defs": [{"type": "function", "function": tool} for tool in env.tools]},
         },
         "tasks": [tau2_task(task) for task in sorted(tasks.values(), key=lambda t: t.seed)],

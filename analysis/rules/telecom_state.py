@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from tracegym.analysis.policy.conversation import Conversation
+from tracegym.analysis.rules.conversation import Conversation
 
 MESSAGING_NEEDS = frozenset({"sms", "storage"})  # "the messaging app needs ... storage ... and sms"
 _SWITCHES = {  # fault -> (state shown in an output, the values meaning the fault is present)

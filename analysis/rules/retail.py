@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from tracegym.analysis.policy import procedures
-from tracegym.analysis.policy.conversation import Call, Conversation, dicts, listed
-from tracegym.analysis.policy.domain import ActionRule, ConversationRule, Domain, Finding
-from tracegym.analysis.policy.payments import ORIGINAL_PAYMENT, payment_words
+from tracegym.analysis.rules import procedures
+from tracegym.analysis.rules.conversation import Call, Conversation, dicts, listed
+from tracegym.analysis.rules.domain import ActionRule, ConversationRule, Domain, Finding
+from tracegym.analysis.rules.payments import ORIGINAL_PAYMENT, payment_words
 
 CANCEL_REASONS = ("no longer needed", "ordered by mistake")
 AUTHENTICATION = frozenset({"find_user_id_by_email", "find_user_id_by_name_zip"})

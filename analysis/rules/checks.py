@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from tracegym.analysis.detectors import canonical, render
-from tracegym.analysis.policy import corrections
-from tracegym.analysis.policy.conversation import STOP_TOKENS, Call, Conversation, awaits_answer, is_affirmative, mentions
-from tracegym.analysis.policy.domain import TRANSFER, Domain, Finding
-from tracegym.analysis.policy.payments import describe_payment
+from tracegym.analysis.rules import corrections
+from tracegym.analysis.rules.conversation import STOP_TOKENS, Call, Conversation, awaits_answer, is_affirmative, mentions
+from tracegym.analysis.rules.domain import TRANSFER, Domain, Finding
+from tracegym.analysis.rules.payments import describe_payment
 
 LOOPING_TERMINATIONS = {"max_steps", "too_many_errors", "timeout", "context_window_exceeded"}
 _REFUSAL = re.compile(r"\b(?:polic(?:y|ies)|not (?:allowed|permitted|eligible)|isn['’]?t (?:allowed|permitted|eligible)|"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from tracegym.analysis.policy.conversation import Conversation, dicts, negated, sentences
-from tracegym.analysis.policy.domain import Finding
+from tracegym.analysis.rules.conversation import Conversation, dicts, negated, sentences
+from tracegym.analysis.rules.domain import Finding
 
 ORIGINAL_PAYMENT = ("original payment method", "original payment", "same payment method")  # a method named by its history
 # "your gift card", "your existing PayPal gift card": the last kind named within two words wins

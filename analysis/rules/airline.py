@@ -13,13 +13,13 @@ import re
 from typing import Any, Iterator
 
 from tracegym.analysis.detectors import canonical
-from tracegym.analysis.policy import airline_fares, airline_offers, procedures
-from tracegym.analysis.policy.airline_records import (CERTIFICATE_PER_PASSENGER, cancellation_refused, flown, flown_unnoticed,
+from tracegym.analysis.rules import airline_fares, airline_offers, procedures
+from tracegym.analysis.rules.airline_records import (CERTIFICATE_PER_PASSENGER, cancellation_refused, flown, flown_unnoticed,
                                                       may_compensate, reservation, reservations, undisrupted_statuses,
                                                       unflown_reading, user)
-from tracegym.analysis.policy.conversation import Call, Conversation, dicts, listed, mentions
-from tracegym.analysis.policy.domain import ActionRule, ConversationRule, Domain, Finding
-from tracegym.analysis.policy.payments import ORIGINAL_PAYMENT, payment_words
+from tracegym.analysis.rules.conversation import Call, Conversation, dicts, listed, mentions
+from tracegym.analysis.rules.domain import ActionRule, ConversationRule, Domain, Finding
+from tracegym.analysis.rules.payments import ORIGINAL_PAYMENT, payment_words
 
 CABINS = ("basic_economy", "economy", "business")  # cheapest first
 BAGS = ("bag", "bags", "baggage", "baggages", "luggage", "suitcase", "suitcases")

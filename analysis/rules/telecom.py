@@ -20,10 +20,10 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from tracegym.analysis.policy import procedures
-from tracegym.analysis.policy.conversation import Call, Conversation, assertions, mentions, negated, sentences
-from tracegym.analysis.policy.domain import ActionRule, ConversationRule, Domain, Finding
-from tracegym.analysis.policy.telecom_state import faults, statements
+from tracegym.analysis.rules import procedures
+from tracegym.analysis.rules.conversation import Call, Conversation, assertions, mentions, negated, sentences
+from tracegym.analysis.rules.domain import ActionRule, ConversationRule, Domain, Finding
+from tracegym.analysis.rules.telecom_state import faults, statements
 
 PHONE = re.compile(r"\b\d{3}-\d{3}-\d{4}\b")
 LINE_WRITES = frozenset({"suspend_line", "resume_line", "enable_roaming", "disable_roaming", "refuel_data"})

@@ -20,9 +20,9 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from tracegym.analysis.policy.airline_records import reservations
-from tracegym.analysis.policy.conversation import Conversation, assertions, dicts, listed, mentions
-from tracegym.analysis.policy.domain import Finding
+from tracegym.analysis.rules.airline_records import reservations
+from tracegym.analysis.rules.conversation import Conversation, assertions, dicts, listed, mentions
+from tracegym.analysis.rules.domain import Finding
 
 SEARCHES = frozenset({"search_direct_flight", "search_onestop_flight"})
 _WORDS = ("cheapest", "lowest", "least expensive")  # every match of _CHEAPEST holds one; messages without are skipped

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from tracegym.analysis.policy.conversation import Conversation, negated
-from tracegym.analysis.policy.domain import ConversationRule, Finding
+from tracegym.analysis.rules.conversation import Conversation, negated
+from tracegym.analysis.rules.domain import ConversationRule, Finding
 
 POLICY = "procedures not provided by the user or"  # the sentence's part all three τ² policies share
 _AGENT = re.compile(r"\b(?:I(?:['’]ll| will| can| could| would| am going to)|we(?:['’]ll| will| can| could)|(?:would|do|if) you(?:['’]d)? "

@@ -1,4 +1,4 @@
-"""Executable domain policies for τ-style customer-service runs.
+"""Rule executors: the executable rules of τ-style customer-service domains.
 
 - `conversation`: what a run established (calls with parsed results, records read, what the user
   said, explicit confirmations);
@@ -10,8 +10,8 @@
 
 from __future__ import annotations
 
-from tracegym.analysis.policy import airline, retail, telecom
-from tracegym.analysis.policy.domain import GENERIC, Domain
+from tracegym.analysis.rules import airline, retail, telecom
+from tracegym.analysis.rules.domain import GENERIC, Domain
 from tracegym.schema import Trajectory
 
 DOMAINS: dict[str, Domain] = {module.DOMAIN.name: module.DOMAIN for module in (airline, retail, telecom)}

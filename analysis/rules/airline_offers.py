@@ -23,12 +23,12 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from tracegym.analysis.policy.airline_records import (CERTIFICATE_PER_PASSENGER, SAID_FLOWN, cancellation_refused, flown,
+from tracegym.analysis.rules.airline_records import (CERTIFICATE_PER_PASSENGER, SAID_FLOWN, cancellation_refused, flown,
                                                       flown_unnoticed, may_compensate, reservation, reservations,
                                                       undisrupted_statuses, unflown_reading, user)
-from tracegym.analysis.policy.conversation import Conversation, assertions, dicts, listed, mentions, negated, sentences
-from tracegym.analysis.policy.domain import ConversationRule, Finding
-from tracegym.analysis.policy.payments import held_methods
+from tracegym.analysis.rules.conversation import Conversation, assertions, dicts, listed, mentions, negated, sentences
+from tracegym.analysis.rules.domain import ConversationRule, Finding
+from tracegym.analysis.rules.payments import held_methods
 
 _MEMBER_CLAIM = re.compile(r"\b(?:you(?:['’]re| are)|your|as an?)\s+(?:a\s+)?(gold|silver|regular)\s+(?:member|membership|status|tier)",
                            re.IGNORECASE)

@@ -10,8 +10,8 @@ import re
 from datetime import datetime, timedelta
 from typing import Any
 
-from tracegym.analysis.policy.conversation import Conversation, dicts
-from tracegym.analysis.policy.domain import Finding
+from tracegym.analysis.rules.conversation import Conversation, dicts
+from tracegym.analysis.rules.domain import Finding
 
 COVERED = re.compile(r"\b(sick|ill|illness|unwell|not feeling well|health|medical|hospital\w*|surgery|injur\w*|doctor|fever|"
                      r"flu|covid|emergency room|weather|storm|hurricane|snow\w*|flood\w*|blizzard)\b", re.IGNORECASE)

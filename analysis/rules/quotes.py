@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from tracegym.analysis.policy.conversation import Call, Conversation
-from tracegym.analysis.policy.domain import Domain, Finding
+from tracegym.analysis.rules.conversation import Call, Conversation
+from tracegym.analysis.rules.domain import Domain, Finding
 
 PER_PERSON = 9  # a stated amount may be a charge divided among this many passengers at most
 _SHARE = re.compile(r"\b(?:per|each|every)\b|/\s?(?:person|passenger|traveler|pax)\b|\b(?:x|×)\s?\d|\d\s?(?:x|×)",

@@ -1,4 +1,4 @@
-"""The hotel desk's written policy (markdown), which the agent's system prompt carries.
+"""The hotel desk's handbook: the written rules (markdown) that the agent's system prompt carries.
 
 Rules have ids (G general, R reservations, C cancellation, D date changes, M room changes,
 B bookings, T transfers); an agent that refuses names the rule (G7), which is how a refusal is
@@ -14,7 +14,7 @@ DOMAIN = "hotel"
 TRANSFER_MESSAGE = "YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON."
 WRITE_TOOLS = ("book_reservation", "cancel_reservation", "modify_reservation_dates", "change_room_type")
 
-POLICY = f"""# Harbour Hotels reservation desk policy
+HANDBOOK = f"""# Harbour Hotels reservation desk policy
 
 You are the reservation agent of Harbour Hotels (hotels in Lisbon, Kyoto, Austin and Cape Town).
 Today is {TODAY.isoformat()}. Dates are YYYY-MM-DD; amounts are US dollars.

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
-from tracegym.analysis.policy.conversation import Call, Conversation, normal
+from tracegym.analysis.rules.conversation import Call, Conversation, normal
 
 TRANSFER = "transfer_to_human_agents"
 _WRITE_PREFIXES = ("book", "cancel", "update", "modify", "return", "exchange", "send", "create", "delete", "set", "add",
