@@ -1,10 +1,10 @@
 """What `tracegym train` leaves in its output folder.
 
-    adapter_config.json, adapter_model.safetensors   the LoRA, standard PEFT layout (PeftModel.from_pretrained, vLLM)
-    train_config.json                                TurnGRPOConfig (+ warm-start config) as JSON
-    train_log.jsonl                                  one record per step (written by the trainer)
-    learning_curve.png                               reward per step (mean ± std, unhinted mean)
-    artifact.json                                    tracegym.schema.AdapterArtifact
+adapter_config.json, adapter_model.safetensors   the LoRA, standard PEFT layout (PeftModel.from_pretrained, vLLM)
+train_config.json                                TurnGRPOConfig (+ warm-start config) as JSON
+train_log.jsonl                                  one record per step (written by the trainer)
+learning_curve.png                               reward per step (mean ± std, unhinted mean)
+artifact.json                                    tracegym.schema.AdapterArtifact
 """
 
 from __future__ import annotations
@@ -64,8 +64,12 @@ def write_artifacts(
     (out_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2, default=str))
     plot_learning_curve(records, out_dir / CURVE_FILE, title=f"{env_spec.family} ({credit} credit)")
     artifact = AdapterArtifact(
-        capability=env_spec.capability, path=str(out_dir.resolve()), base_model=base_model,
-        env_spec=env_spec, credit=credit, metrics=metrics,
+        capability=env_spec.capability,
+        path=str(out_dir.resolve()),
+        base_model=base_model,
+        env_spec=env_spec,
+        credit=credit,
+        metrics=metrics,
     )
     write_text_atomic(out_dir / ARTIFACT_FILE, artifact.model_dump_json(indent=2))
     return artifact

@@ -39,7 +39,9 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def save_checkpoint(path: str | Path, model: PeftModel, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+def save_checkpoint(
+    path: str | Path, model: PeftModel, optimizer: torch.optim.Optimizer, state: dict[str, Any]
+) -> None:
     """Write adapter + optimizer + `state` (step, cursor, ...) + RNG states to `path` atomically."""
     path = Path(path)
     partial, old = path.with_name(path.name + ".partial"), path.with_name(path.name + ".old")

@@ -20,7 +20,8 @@ class CreditConfig:
 
     flag_prefix: ClassVar[str] = "credit"
     credit: CreditKind = option(
-        "trace", "trace: TRACE turn credit plus the outcome advantage; grpo: the outcome advantage on every token")
+        "trace", "trace: TRACE turn credit plus the outcome advantage; grpo: the outcome advantage on every token"
+    )
     eps: float = option(0.1, "ε added to the gap -ℓ_k so values stay finite (nats)")
     K: int = option(3, "backup horizon in actions")
     gamma: float = option(0.8, "discount γ inside the backup and the terminal fill")
@@ -55,25 +56,35 @@ class TurnGRPOConfig:
     steps: int = option(6, "training steps; a step is one batch of rollouts and its updates")
     groups_per_step: int = option(4, "seeds (GRPO groups) per step (the paper uses 64)")
     group_size: int = option(8, "rollouts per seed")
-    mini_batches: int = option(1, "optimizer steps per batch of rollouts, each on whole groups (at most one per "
-                               "trained group; > 1 makes clipping act and costs a forward pass for the old log-probs)")
+    mini_batches: int = option(
+        1,
+        "optimizer steps per batch of rollouts, each on whole groups (at most one per "
+        "trained group; > 1 makes clipping act and costs a forward pass for the old log-probs)",
+    )
     max_redraws: int = option(
-        2, "extra rollout rounds a step may draw to replace flat groups (all rewards equal) with groups of fresh "
-           "training seeds; 0: flat groups are only dropped")
+        2,
+        "extra rollout rounds a step may draw to replace flat groups (all rewards equal) with groups of fresh "
+        "training seeds; 0: flat groups are only dropped",
+    )
     micro_batch_size: int = option(
-        8, "episodes of one group per forward/backward pass (memory only: the group's prompt is encoded and "
-           "backpropagated once whatever the split). On CPU the backward pass keeps ~3 GB per episode of ~1,200 "
-           "completion tokens")
+        8,
+        "episodes of one group per forward/backward pass (memory only: the group's prompt is encoded and "
+        "backpropagated once whatever the split). On CPU the backward pass keeps ~3 GB per episode of ~1,200 "
+        "completion tokens",
+    )
     epsilon_low: float = option(0.2, "lower ratio clip: 1 - epsilon_low")
     epsilon_high: float = option(0.28, "upper ratio clip: 1 + epsilon_high (DAPO-style asymmetric)")
     hint_fraction: float = option(
-        0.25, "share of each group's rollouts with the environment's hint (removed before the update)")
+        0.25, "share of each group's rollouts with the environment's hint (removed before the update)"
+    )
     max_grad_norm: float = option(1.0, "gradient clipping norm")
     bf16: bool = option(
-        False, "bfloat16 autocast in the update's forward passes (weights, LoRA, optimizer and log-softmax stay "
-               "float32; rollouts and reference scoring are untouched): 1.4-1.6x faster updates on a CPU with "
-               "AVX512-BF16, token log-probs within 0.03 nats (mean), gradients at cosine 0.9998 to float32's; "
-               "float32 with a warning where the device has no native bfloat16 (tracegym.precision)")
+        False,
+        "bfloat16 autocast in the update's forward passes (weights, LoRA, optimizer and log-softmax stay "
+        "float32; rollouts and reference scoring are untouched): 1.4-1.6x faster updates on a CPU with "
+        "AVX512-BF16, token log-probs within 0.03 nats (mean), gradients at cosine 0.9998 to float32's; "
+        "float32 with a warning where the device has no native bfloat16 (tracegym.precision)",
+    )
     lora_rank: int = option(16, "rank of a fresh LoRA (ignored when starting from an adapter)")
     seed: int = option(0, "seeds the LoRA init, the order of training seeds and the sampling")
     save_every: int = option(5, "checkpoint every this many steps (the last step is always saved)")
@@ -83,7 +94,9 @@ class TurnGRPOConfig:
         if not 0.0 <= self.hint_fraction <= 1.0:
             raise ValueError(f"hint_fraction must be in [0, 1], got {self.hint_fraction}")
         if self.mini_batches < 1 or self.max_redraws < 0:
-            raise ValueError(f"need mini_batches >= 1 and max_redraws >= 0, got {self.mini_batches}, {self.max_redraws}")
+            raise ValueError(
+                f"need mini_batches >= 1 and max_redraws >= 0, got {self.mini_batches}, {self.max_redraws}"
+            )
 
 
 @dataclass
@@ -99,20 +112,28 @@ class WarmStartConfig:
     lora_rank: int = option(16, "LoRA rank")
     max_length: int = option(1024, "dialogues are truncated to this many tokens")
     gradient_checkpointing: bool = option(
-        False, "recompute activations in the backward pass: less memory, more time (dialogues of thousands of tokens)")
-    bf16: bool = option(False, "bfloat16 autocast (weights and LoRA stay float32): 1.7x faster steps on a CPU with "
-                               "AVX512-BF16 (measured, 2,560 tokens); float32 with a warning where the device has "
-                               "no native bfloat16 (tracegym.precision: emulated, it is ~25x slower)")
+        False, "recompute activations in the backward pass: less memory, more time (dialogues of thousands of tokens)"
+    )
+    bf16: bool = option(
+        False,
+        "bfloat16 autocast (weights and LoRA stay float32): 1.7x faster steps on a CPU with "
+        "AVX512-BF16 (measured, 2,560 tokens); float32 with a warning where the device has "
+        "no native bfloat16 (tracegym.precision: emulated, it is ~25x slower)",
+    )
     detach_prompt: bool = option(
-        False, "encode each batch's prompt (the tokens before the first assistant turn: system prompt, first user "
-               "message) without gradient and train on the rest over its cache: the same loss, whose gradient "
-               "loses only the path through the prompt's keys and values; 1.9x faster steps on the target's "
-               "dialogues (measured: 20.7 -> 10.9 s, half of each dialogue is prompt); needs gradient_checkpointing off")
+        False,
+        "encode each batch's prompt (the tokens before the first assistant turn: system prompt, first user "
+        "message) without gradient and train on the rest over its cache: the same loss, whose gradient "
+        "loses only the path through the prompt's keys and values; 1.9x faster steps on the target's "
+        "dialogues (measured: 20.7 -> 10.9 s, half of each dialogue is prompt); needs gradient_checkpointing off",
+    )
     seed: int = option(0, "data order and LoRA init seed")
 
     def __post_init__(self) -> None:
         if self.detach_prompt and self.gradient_checkpointing:
-            raise ValueError("detach_prompt needs gradient_checkpointing off (a checkpointed layer drops the prompt's cache)")
+            raise ValueError(
+                "detach_prompt needs gradient_checkpointing off (a checkpointed layer drops the prompt's cache)"
+            )
 
 
 @dataclass
@@ -122,8 +143,11 @@ class EvalConfig:
     flag_prefix: ClassVar[str] = "eval"
     seeds: int = option(64, "held-out seeds scored before and after training (0: skip)")
     sampled: int = option(4, "sampled rollouts per held-out seed, at the rollout temperature (0: greedy only)")
-    greedy: bool = option(True, "one greedy episode per held-out seed as well (off: sampled only, e.g. at a rung "
-                                "the policy already solves greedily)")
+    greedy: bool = option(
+        True,
+        "one greedy episode per held-out seed as well (off: sampled only, e.g. at a rung "
+        "the policy already solves greedily)",
+    )
 
     def __post_init__(self) -> None:
         if self.seeds and not (self.greedy or self.sampled):

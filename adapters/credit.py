@@ -22,7 +22,7 @@ off: every policy token gets A_out.
 
 from __future__ import annotations
 
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 import torch
 
@@ -83,7 +83,12 @@ def turn_rewards(ell: torch.Tensor, a_out: float, config: CreditConfig) -> torch
 
 
 def token_advantages(
-    turn_ids: Sequence[int], loss_mask: Sequence[int], num_actions: int, a_out: float, rewards: torch.Tensor | None, config: CreditConfig
+    turn_ids: Sequence[int],
+    loss_mask: Sequence[int],
+    num_actions: int,
+    a_out: float,
+    rewards: torch.Tensor | None,
+    config: CreditConfig,
 ) -> torch.Tensor:
     """Per-token advantages of one rollout (length of its completion).
 
@@ -94,7 +99,9 @@ def token_advantages(
     if config.credit == "grpo":
         return a_out * mask
     if rewards is None or len(rewards) != num_actions:
-        raise ValueError(f"turn credit needs {num_actions} turn rewards, got {None if rewards is None else len(rewards)}")
+        raise ValueError(
+            f"turn credit needs {num_actions} turn rewards, got {None if rewards is None else len(rewards)}"
+        )
     per_turn = torch.cat([config.alpha_turn * rewards.double(), torch.zeros(1, dtype=torch.float64)])
     action_part = torch.where((turns >= 0) & (turns < num_actions), per_turn[turns.clamp(0, num_actions)], 0.0)
     return (config.alpha_out * a_out + action_part) * mask
@@ -111,7 +118,9 @@ def episode_advantages(
     `ell[i]` holds ℓ_0..ℓ_T of episode i (len(boundaries) values; unused and may be None with
     credit="grpo"). Groups default to the episodes' seeds.
     """
-    a_out = outcome_advantages([e.reward for e in episodes], groups if groups is not None else [e.seed for e in episodes])
+    a_out = outcome_advantages(
+        [e.reward for e in episodes], groups if groups is not None else [e.seed for e in episodes]
+    )
     width = max((len(e.completion_ids) for e in episodes), default=0)
     out = torch.zeros(len(episodes), width, dtype=torch.float32)
     for i, episode in enumerate(episodes):
@@ -120,7 +129,8 @@ def episode_advantages(
             if ell is None or len(ell[i]) != len(episode.boundaries):
                 raise ValueError(f"episode {i}: need one ℓ per boundary ({len(episode.boundaries)})")
             rewards = turn_rewards(ell[i], float(a_out[i]), config)
-        values = token_advantages(episode.turn_ids, episode.loss_mask, episode.num_actions, float(a_out[i]), rewards, config)
+        values = token_advantages(
+            episode.turn_ids, episode.loss_mask, episode.num_actions, float(a_out[i]), rewards, config
+        )
         out[i, : len(values)] = values.float()
     return out
-

@@ -41,8 +41,9 @@ import logging
 import math
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -98,7 +99,9 @@ class TurnGRPOTrainer:
             raise ValueError("the model has no trainable (LoRA) parameters")
         optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
         if config.groups_per_step % self.accelerator.num_processes:
-            raise ValueError(f"groups_per_step {config.groups_per_step} must divide among {self.accelerator.num_processes} processes")
+            raise ValueError(
+                f"groups_per_step {config.groups_per_step} must divide among {self.accelerator.num_processes} processes"
+            )
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.bf16 = use_bf16(config.bf16, self.accelerator.device.type)
         self.train_lo, span = train_seeds[0], train_seeds[1] - train_seeds[0]
@@ -207,14 +210,20 @@ class TurnGRPOTrainer:
             with self._autocast():
                 logprobs = token_logprobs(self.model, micro, self.rollout_config.temperature, leaves)
             loss_sum, n_clipped = clipped_surrogate(
-                logprobs, logprobs.detach() if old is None else old[rows, : logprobs.shape[1]], micro.advantages, micro.loss_mask,
-                config.epsilon_low, config.epsilon_high,
+                logprobs,
+                logprobs.detach() if old is None else old[rows, : logprobs.shape[1]],
+                micro.advantages,
+                micro.loss_mask,
+                config.epsilon_low,
+                config.epsilon_high,
             )
             acc.backward(loss_sum / tokens)
             loss += loss_sum.item() / tokens
             clipped += n_clipped.item()
         # every continuation attends to every prompt position in every layer, so every leaf has a gradient
-        torch.autograd.backward([tensor for pair in encoded for tensor in pair], [leaf.grad for pair in leaves for leaf in pair])
+        torch.autograd.backward(
+            [tensor for pair in encoded for tensor in pair], [leaf.grad for pair in leaves for leaf in pair]
+        )
         return loss, clipped
 
     def update(self, episodes: list[Episode] | None, advantages: torch.Tensor | None = None) -> dict[str, float]:
@@ -256,8 +265,9 @@ class TurnGRPOTrainer:
         acc, rewards = self.accelerator, [e.reward for e in episodes]
         unhinted = [e.reward for e in episodes if not e.hinted]
         sums = [len(rewards), sum(rewards), sum(r * r for r in rewards), len(unhinted), sum(unhinted)]
-        n, total, squares, n_unhinted, unhinted_total = acc.gather(
-            torch.tensor([sums], dtype=torch.float64, device=acc.device)).reshape(-1, 5).sum(0).tolist()
+        n, total, squares, n_unhinted, unhinted_total = (
+            acc.gather(torch.tensor([sums], dtype=torch.float64, device=acc.device)).reshape(-1, 5).sum(0).tolist()
+        )
         mean = total / n
         return mean, math.sqrt(max(squares / n - mean * mean, 0.0)), unhinted_total / n_unhinted if n_unhinted else None
 
@@ -269,8 +279,13 @@ class TurnGRPOTrainer:
         seeds = self._step_seeds()
         episodes, kept, redrawn = self._varied_rollouts(seeds)
         rolled_out = time.perf_counter()
-        groups = acc.gather(torch.tensor(
-            [len(kept) // self.config.group_size, redrawn, len(seeds) + redrawn], device=acc.device)).reshape(-1, 3).sum(0)
+        groups = (
+            acc.gather(
+                torch.tensor([len(kept) // self.config.group_size, redrawn, len(seeds) + redrawn], device=acc.device)
+            )
+            .reshape(-1, 3)
+            .sum(0)
+        )
         reward_mean, reward_std, unhinted_mean = self._reward_stats(episodes)
         kept_groups, redrawn_groups, drawn_groups = (int(n) for n in groups)
         record: dict[str, Any] = {
@@ -293,14 +308,18 @@ class TurnGRPOTrainer:
             record["optimizer_steps"] = 0
         self.step += 1
         finished = time.perf_counter()
-        record.update(step_seconds=finished - started, rollout_seconds=rolled_out - started, update_seconds=finished - rolled_out)
+        record.update(
+            step_seconds=finished - started, rollout_seconds=rolled_out - started, update_seconds=finished - rolled_out
+        )
         return record
 
     # -- the loop, checkpoints, resume ------------------------------------------------------
 
     def _checkpoint(self) -> None:
         if self.accelerator.is_main_process:
-            save_checkpoint(self.out_dir / CHECKPOINT_DIR, self.policy, self.optimizer, {"step": self.step, "cursor": self.cursor})
+            save_checkpoint(
+                self.out_dir / CHECKPOINT_DIR, self.policy, self.optimizer, {"step": self.step, "cursor": self.cursor}
+            )
         self.accelerator.wait_for_everyone()
 
     def resume(self) -> bool:
@@ -323,8 +342,13 @@ class TurnGRPOTrainer:
         Checkpoints fall on multiples of `save_every` and on the last step, not on `until`."""
         config, records = self.config, []
         until = config.steps if until is None else min(until, config.steps)
-        bar = tqdm(total=config.steps, initial=self.step, desc="grpo", unit="step",
-                   disable=not progress or not self.accelerator.is_main_process)
+        bar = tqdm(
+            total=config.steps,
+            initial=self.step,
+            desc="grpo",
+            unit="step",
+            disable=not progress or not self.accelerator.is_main_process,
+        )
         while self.step < until:
             record = self.train_step()
             records.append(record)
@@ -332,7 +356,11 @@ class TurnGRPOTrainer:
                 with (self.out_dir / LOG_FILE).open("a", encoding="utf-8") as handle:
                     handle.write(json.dumps(record) + "\n")
             bar.update(1)
-            bar.set_postfix(reward=f"{record['reward_mean']:.3f}", kept=record["kept_groups"], step_s=f"{record['step_seconds']:.1f}")
+            bar.set_postfix(
+                reward=f"{record['reward_mean']:.3f}",
+                kept=record["kept_groups"],
+                step_s=f"{record['step_seconds']:.1f}",
+            )
             if self.step % config.save_every == 0 or self.step == config.steps:
                 self._checkpoint()
         bar.close()

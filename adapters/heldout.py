@@ -6,8 +6,9 @@ turn) is fixed by the engine, not by what else is in the batch.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -42,7 +43,7 @@ class HeldoutScores:
         return {**asdict(self), "summary": self.summary()}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "HeldoutScores":
+    def from_dict(cls, data: dict[str, Any]) -> HeldoutScores:
         return cls(**{key: data[key] for key in ("seeds", *METRICS, "sampled_rollouts")})
 
 
@@ -83,5 +84,8 @@ def compare(before: HeldoutScores, after: HeldoutScores, resamples: int = 10_000
     """Paired bootstrap 95% interval of `after - before` for each metric both have."""
     if before.seeds != after.seeds:
         raise ValueError("a paired comparison needs both policies scored on the same seeds")
-    return {metric: paired_difference(getattr(before, metric), getattr(after, metric), resamples)
-            for metric in METRICS if getattr(before, metric) and getattr(after, metric)}
+    return {
+        metric: paired_difference(getattr(before, metric), getattr(after, metric), resamples)
+        for metric in METRICS
+        if getattr(before, metric) and getattr(after, metric)
+    }

@@ -23,8 +23,8 @@ about 2× the forward FLOPs of the embedded model's linear layers.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 from transformers import DynamicCache
@@ -42,10 +42,10 @@ class GroupBatch:
     loss_mask: torch.Tensor
     advantages: torch.Tensor
 
-    def rows(self, index: Sequence[int] | slice | torch.Tensor) -> "GroupBatch":
+    def rows(self, index: Sequence[int] | slice | torch.Tensor) -> GroupBatch:
         return GroupBatch(self.prompt_ids, self.completion_ids[index], self.loss_mask[index], self.advantages[index])
 
-    def micro_batches(self, size: int) -> list[tuple[torch.Tensor, "GroupBatch"]]:
+    def micro_batches(self, size: int) -> list[tuple[torch.Tensor, GroupBatch]]:
         """The rows, `size` at a time in order of their last scored column, each micro-batch cut after
         its own last scored column: (row indices, micro-batch). The cut columns change no scored
         log-prob (attention is causal), so the loss and its gradients are those of the whole rows,
@@ -57,12 +57,23 @@ class GroupBatch:
         for start in range(0, len(order), size):
             index = order[start : start + size]
             width = max(int(widths[index].max()), 1)
-            batches.append((index, GroupBatch(self.prompt_ids, self.completion_ids[index, :width], self.loss_mask[index, :width],
-                                              self.advantages[index, :width])))
+            batches.append(
+                (
+                    index,
+                    GroupBatch(
+                        self.prompt_ids,
+                        self.completion_ids[index, :width],
+                        self.loss_mask[index, :width],
+                        self.advantages[index, :width],
+                    ),
+                )
+            )
         return batches
 
-    def to(self, device: torch.device | str) -> "GroupBatch":
-        return GroupBatch(*(tensor.to(device) for tensor in (self.prompt_ids, self.completion_ids, self.loss_mask, self.advantages)))
+    def to(self, device: torch.device | str) -> GroupBatch:
+        return GroupBatch(
+            *(tensor.to(device) for tensor in (self.prompt_ids, self.completion_ids, self.loss_mask, self.advantages))
+        )
 
     def __len__(self) -> int:
         return self.completion_ids.shape[0]
@@ -77,7 +88,9 @@ def group_batches(episodes: Sequence[Episode], advantages: torch.Tensor, pad_id:
     groups: dict[tuple[int, ...], list[int]] = {}
     for row, episode in enumerate(episodes):
         if len(episode.train_prompt_ids) < 2 or not episode.completion_ids:
-            raise ValueError(f"episode of seed {episode.seed}: a training sequence needs a prompt of >= 2 tokens and a completion")
+            raise ValueError(
+                f"episode of seed {episode.seed}: a training sequence needs a prompt of >= 2 tokens and a completion"
+            )
         groups.setdefault(tuple(episode.train_prompt_ids), []).append(row)
     batches = []
     for prompt, rows in groups.items():
@@ -104,8 +117,9 @@ def encode_prompt(model: torch.nn.Module, prompt_ids: torch.Tensor) -> PromptEnc
     return [(layer.keys, layer.values) for layer in layers]
 
 
-def token_logprobs(model: torch.nn.Module, batch: GroupBatch, temperature: float = 1.0,
-                   prompt: PromptEncoding | None = None) -> torch.Tensor:
+def token_logprobs(
+    model: torch.nn.Module, batch: GroupBatch, temperature: float = 1.0, prompt: PromptEncoding | None = None
+) -> torch.Tensor:
     """(n, C) log-probs under `model` of the completion tokens (0 where loss_mask is 0), from logits
     divided by the sampling `temperature` (as the rollout sampled them); `prompt`: the batch
     prompt's `encode_prompt` (default: encoded here). Differentiable."""
@@ -117,7 +131,12 @@ def token_logprobs(model: torch.nn.Module, batch: GroupBatch, temperature: float
     positions = torch.arange(start, start + columns, device=inputs.device)[None].expand(rows, -1)
     scored = batch.loss_mask.bool()
     # no padding mask: the right padding comes after every scored position, which causality keeps it from
-    logits = model(input_ids=inputs, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=scored).logits.float() / temperature
+    logits = (
+        model(
+            input_ids=inputs, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=scored
+        ).logits.float()
+        / temperature
+    )
     values = logits.gather(-1, batch.completion_ids[scored][:, None])[:, 0] - torch.logsumexp(logits, dim=-1)
     logprobs = torch.zeros((rows, columns), dtype=values.dtype, device=values.device)
     logprobs[scored] = values

@@ -26,8 +26,9 @@ that adapter active, any other PeftModel with its adapters disabled (the base mo
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
-from typing import ContextManager, Iterator, Mapping, Sequence
+from typing import ContextManager
 
 import torch
 from peft import PeftModel
@@ -57,7 +58,9 @@ def reference_mode(model: torch.nn.Module) -> ContextManager:
     """Context in which `model` is the reference (see the module docstring)."""
     if not isinstance(model, PeftModel):
         return nullcontext()
-    return _active_adapter(model, REFERENCE_ADAPTER) if REFERENCE_ADAPTER in model.peft_config else model.disable_adapter()
+    return (
+        _active_adapter(model, REFERENCE_ADAPTER) if REFERENCE_ADAPTER in model.peft_config else model.disable_adapter()
+    )
 
 
 def _check(ids: Sequence[int], boundaries: Sequence[int], gold: Sequence[int]) -> None:
@@ -74,7 +77,9 @@ def _mean_gold_logprob(logits: torch.Tensor, gold: torch.Tensor) -> torch.Tensor
 
 
 @torch.no_grad()
-def score_prefixes(model: PreTrainedModel, ids: Sequence[int], boundaries: Sequence[int], gold: Sequence[int]) -> torch.Tensor:
+def score_prefixes(
+    model: PreTrainedModel, ids: Sequence[int], boundaries: Sequence[int], gold: Sequence[int]
+) -> torch.Tensor:
     """ℓ for each prefix ids[:b], b in `boundaries` (absolute positions), one forward pass each."""
     _check(ids, boundaries, gold)
     device = next(model.parameters()).device
@@ -90,7 +95,11 @@ def score_prefixes(model: PreTrainedModel, ids: Sequence[int], boundaries: Seque
 
 
 def packed_inputs(
-    ids: Sequence[int], boundaries: Sequence[int], gold: Sequence[int], dtype: torch.dtype = torch.float32, start: int = 0
+    ids: Sequence[int],
+    boundaries: Sequence[int],
+    gold: Sequence[int],
+    dtype: torch.dtype = torch.float32,
+    start: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(input_ids (1, L), 4-D additive mask (1, 1, L, start + L), position_ids (1, L), scored rows
     (M, G)) of the packed row. The first `start` tokens of `ids` (at most min(boundaries) - 1) are
@@ -98,13 +107,15 @@ def packed_inputs(
     Column c is trajectory token c."""
     _check(ids, boundaries, gold)
     if not 0 <= start < min(boundaries):
-        raise ValueError(f"start must lie in [0, {min(boundaries) - 1}] (each gold copy is scored from the token before its boundary), got {start}")
+        raise ValueError(
+            f"start must lie in [0, {min(boundaries) - 1}] (each gold copy is scored from the token before its boundary), got {start}"
+        )
     prefix_len, copy_len, copies = max(boundaries), len(gold) - 1, len(boundaries)
     own_len = prefix_len - start
     length = own_len + copies * copy_len
     input_ids = torch.tensor(list(ids[start:prefix_len]) + list(gold[:-1]) * copies, dtype=torch.long)
     allowed = torch.zeros(length, start + length, dtype=torch.bool)
-    allowed[:own_len, : prefix_len] = torch.ones(own_len, prefix_len, dtype=torch.bool).tril(start)
+    allowed[:own_len, :prefix_len] = torch.ones(own_len, prefix_len, dtype=torch.bool).tril(start)
     positions = torch.arange(start, start + length)
     rows = torch.empty(copies, len(gold), dtype=torch.long)
     own = torch.ones(copy_len, copy_len, dtype=torch.bool).tril()
@@ -119,8 +130,13 @@ def packed_inputs(
     return input_ids[None], mask[None, None], positions[None], rows
 
 
-def _score_row(model: PreTrainedModel, ids: Sequence[int], boundaries: Sequence[int], gold: Sequence[int],
-               prefix: PromptEncoding | None = None) -> torch.Tensor:
+def _score_row(
+    model: PreTrainedModel,
+    ids: Sequence[int],
+    boundaries: Sequence[int],
+    gold: Sequence[int],
+    prefix: PromptEncoding | None = None,
+) -> torch.Tensor:
     """ℓ of each boundary from one packed forward pass, `prefix` holding the keys and values of the
     first tokens of `ids` per layer (none: the row starts at token 0). The caller sets the mode."""
     device = next(model.parameters()).device
@@ -132,7 +148,9 @@ def _score_row(model: PreTrainedModel, ids: Sequence[int], boundaries: Sequence[
         attention_mask=mask.to(device),
         position_ids=positions.to(device),
         logits_to_keep=rows.flatten().to(device),
-        cache=DynamicCache(list(prefix)) if prefix else None,  # a fresh cache each row: the prefix tensors stay as they are
+        cache=DynamicCache(list(prefix))
+        if prefix
+        else None,  # a fresh cache each row: the prefix tensors stay as they are
         use_cache=bool(prefix),
     ).logits[0]
     gold_t = torch.tensor(gold, dtype=torch.long, device=device)
@@ -140,7 +158,9 @@ def _score_row(model: PreTrainedModel, ids: Sequence[int], boundaries: Sequence[
 
 
 @torch.no_grad()
-def score_packed(model: PreTrainedModel, ids: Sequence[int], boundaries: Sequence[int], gold: Sequence[int]) -> torch.Tensor:
+def score_packed(
+    model: PreTrainedModel, ids: Sequence[int], boundaries: Sequence[int], gold: Sequence[int]
+) -> torch.Tensor:
     """ℓ for each prefix ids[:b], b in `boundaries` (absolute positions), in one packed forward pass."""
     with reference_mode(model):
         return _score_row(model, ids, boundaries, gold)
@@ -178,7 +198,9 @@ def reference_scores(
     for index, episode in enumerate(episodes):
         gold = tokenizer(gold_answers[episode.seed], add_special_tokens=False)["input_ids"]
         offset = len(episode.train_prompt_ids)
-        items.append((episode.train_prompt_ids + episode.completion_ids, [offset + b for b in episode.boundaries], gold))
+        items.append(
+            (episode.train_prompt_ids + episode.completion_ids, [offset + b for b in episode.boundaries], gold)
+        )
         groups.setdefault(tuple(episode.train_prompt_ids), []).append(index)
     if not packed:
         return [score_prefixes(model, *item) for item in items]

@@ -21,9 +21,10 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 from datasets import Dataset
@@ -69,11 +70,19 @@ class _PromptDetachedTrainer(SFTTrainer):
         split = int(learned[0]) - 1 if len(learned) else 0
         if split > 0:
             with torch.no_grad():
-                prompt = model(input_ids=inputs["input_ids"][:, :split], attention_mask=inputs["attention_mask"][:, :split],
-                               use_cache=True, logits_to_keep=1)
+                prompt = model(
+                    input_ids=inputs["input_ids"][:, :split],
+                    attention_mask=inputs["attention_mask"][:, :split],
+                    use_cache=True,
+                    logits_to_keep=1,
+                )
             # every per-token tensor keeps its columns after the prompt; the attention mask covers the cache too
-            inputs = {key: value[:, split:] if key != "attention_mask" and torch.is_tensor(value) and value.dim() == 2 else value
-                      for key, value in inputs.items()}
+            inputs = {
+                key: value[:, split:]
+                if key != "attention_mask" and torch.is_tensor(value) and value.dim() == 2
+                else value
+                for key, value in inputs.items()
+            }
             inputs["cache"] = prompt.cache
         return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
 
@@ -153,6 +162,8 @@ def warm_start(
         "final_loss": losses[-1] if losses else None,
         "seconds_per_step": elapsed / max(config.steps, 1),
     }
-    first, final = (f"{loss:.3f}" if loss is not None else "not logged" for loss in (metrics["first_loss"], metrics["final_loss"]))
+    first, final = (
+        f"{loss:.3f}" if loss is not None else "not logged" for loss in (metrics["first_loss"], metrics["final_loss"])
+    )
     logger.info("warm start: loss %s -> %s, %.2f s/step", first, final, metrics["seconds_per_step"])
     return peft_model, metrics

@@ -12,8 +12,9 @@ import dataclasses
 import functools
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from accelerate import PartialState
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -59,8 +60,13 @@ def ladder_factories(spec: EnvSpec) -> list[Callable[[], Environment]]:
 
 
 def calibrate_to_policy(
-    spec: EnvSpec, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, calibration: CalibrationConfig,
-    rollout: RolloutConfig, out_file: Path, policy_name: str,
+    spec: EnvSpec,
+    policy: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    calibration: CalibrationConfig,
+    rollout: RolloutConfig,
+    out_file: Path,
+    policy_name: str,
 ) -> EnvSpec:
     """The spec with knobs searched against `policy` at the rollout temperature; the curve goes to
     `out_file` (reused on rerun)."""
@@ -127,22 +133,34 @@ def train_adapter(
     config = dataclasses.replace(config, rollout=fit_turn_budget(config.rollout, factory(), tokenizer))
     logger.info("turn budget for %s: %d tokens", env_spec.family, config.rollout.max_new_tokens)
     eval_seeds = range(env_spec.eval_seeds[0], min(env_spec.eval_seeds[0] + config.eval.seeds, env_spec.eval_seeds[1]))
-    evaluate = functools.partial(score_heldout, tokenizer=tokenizer, env_factory=factory, seeds=eval_seeds,
-                                 rollout=config.rollout, sampled=config.eval.sampled, greedy=config.eval.greedy,
-                                 progress=progress)
+    evaluate = functools.partial(
+        score_heldout,
+        tokenizer=tokenizer,
+        env_factory=factory,
+        seeds=eval_seeds,
+        rollout=config.rollout,
+        sampled=config.eval.sampled,
+        greedy=config.eval.greedy,
+        progress=progress,
+    )
     before_file = out_dir / "heldout_before.json"
     if config.eval.seeds and not before_file.is_file():
         before = evaluate(policy)
         if state.is_main_process:
             before_file.write_text(json.dumps(before.to_dict()))
         state.wait_for_everyone()
-    trainer = TurnGRPOTrainer(policy, tokenizer, factory, config.grpo, config.rollout, out_dir, train_seeds=env_spec.train_seeds)
+    trainer = TurnGRPOTrainer(
+        policy, tokenizer, factory, config.grpo, config.rollout, out_dir, train_seeds=env_spec.train_seeds
+    )
     if resume:
         trainer.resume()
     trainer.train(progress=progress)
     grpo = config.grpo
-    metrics: dict[str, Any] = {"steps": trainer.step, "rollouts": trainer.step * grpo.groups_per_step * grpo.group_size,
-                               "turn_budget_tokens": config.rollout.max_new_tokens}
+    metrics: dict[str, Any] = {
+        "steps": trainer.step,
+        "rollouts": trainer.step * grpo.groups_per_step * grpo.group_size,
+        "turn_budget_tokens": config.rollout.max_new_tokens,
+    }
     if config.eval.seeds:
         before = HeldoutScores.from_dict(json.loads(before_file.read_text()))
         after = evaluate(trainer.policy)
@@ -153,8 +171,14 @@ def train_adapter(
         metrics["warm_start"] = json.loads((adapter_dir / "warm_start.json").read_text())
     credit = grpo.credit.credit
     if not state.is_main_process:
-        return AdapterArtifact(capability=env_spec.capability, path=str(out_dir.resolve()), base_model=config.model,
-                               env_spec=env_spec, credit=credit, metrics=metrics)
+        return AdapterArtifact(
+            capability=env_spec.capability,
+            path=str(out_dir.resolve()),
+            base_model=config.model,
+            env_spec=env_spec,
+            credit=credit,
+            metrics=metrics,
+        )
     return write_artifacts(
         out_dir, trainer.policy, config_dict(config), read_log(out_dir), env_spec, config.model, credit, metrics
     )

@@ -30,7 +30,9 @@ def load_env_spec(text: str) -> EnvSpec:
         except OSError as error:
             raise UserError(f"file {path}: cannot read: {error.strerror}") from error
         except ValidationError as error:
-            raise UserError(f"file {path}: not an EnvSpec: {error.errors()[0]['loc']}: {error.errors()[0]['msg']}") from error
+            raise UserError(
+                f"file {path}: not an EnvSpec: {error.errors()[0]['loc']}: {error.errors()[0]['msg']}"
+            ) from error
     else:
         spec = None
     try:
@@ -49,14 +51,28 @@ def run_train(args: argparse.Namespace) -> int:
         artifact = train_adapter(spec, args.out, config, resume=args.resume)
     except FileExistsError as error:
         raise UserError(f"{error} (pass --resume)") from error
-    print(json.dumps({"adapter": artifact.path, "credit": artifact.credit, **{
-        key: artifact.metrics[key] for key in ("heldout_before", "heldout_after", "heldout_difference") if key in artifact.metrics}}))
+    print(
+        json.dumps(
+            {
+                "adapter": artifact.path,
+                "credit": artifact.credit,
+                **{
+                    key: artifact.metrics[key]
+                    for key in ("heldout_before", "heldout_after", "heldout_difference")
+                    if key in artifact.metrics
+                },
+            }
+        )
+    )
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("train", help="train a LoRA adapter with GRPO (TRACE turn credit) on an environment",
-                                   description=__doc__.splitlines()[0])
+    parser = subparsers.add_parser(
+        "train",
+        help="train a LoRA adapter with GRPO (TRACE turn credit) on an environment",
+        description=__doc__.splitlines()[0],
+    )
     parser.add_argument("env_spec", metavar="ENV_SPEC", help="EnvSpec JSON file or environment family name")
     parser.add_argument("--out", required=True, type=Path, help="output folder (adapter, log, curve, checkpoint)")
     parser.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")

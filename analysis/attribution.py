@@ -59,14 +59,20 @@ class FailureSource(BaseModel):
 
 
 def _deterministic(trajectory_id: str, source: Source, reason: str, found: Evidence | None) -> FailureSource:
-    return FailureSource(trajectory_id=trajectory_id, source=source, reason=reason, evidence=found, method="deterministic")
+    return FailureSource(
+        trajectory_id=trajectory_id, source=source, reason=reason, evidence=found, method="deterministic"
+    )
 
 
 def _gold_at_fault(trajectory_id: str, reason: str, gap: checks.Gap) -> FailureSource:
     """The benchmark's failure, with what is wrong with the gold action first."""
     action = gap.action
-    return _deterministic(trajectory_id, "benchmark", reason, evidence(
-        None, f"{gap.finding.text}; gold {render(action.get('name', ''), action.get('arguments') or {})}"))
+    return _deterministic(
+        trajectory_id,
+        "benchmark",
+        reason,
+        evidence(None, f"{gap.finding.text}; gold {render(action.get('name', ''), action.get('arguments') or {})}"),
+    )
 
 
 def _own_errors(conversation: Conversation, domain: Domain) -> list[Finding]:
@@ -76,7 +82,9 @@ def _own_errors(conversation: Conversation, domain: Domain) -> list[Finding]:
     return [f for f in detect_tau.findings(conversation, domain) if f.capability != "policy_compliance"]
 
 
-_TRANSFER_OFFER = re.compile(r"\btransfer\w*\b[^.?!\n]{0,40}\b(?:human|agent|representative|specialist|support)\b", re.IGNORECASE)
+_TRANSFER_OFFER = re.compile(
+    r"\btransfer\w*\b[^.?!\n]{0,40}\b(?:human|agent|representative|specialist|support)\b", re.IGNORECASE
+)
 
 
 def _handed_off(conversation: Conversation, gaps: list[checks.Gap], stop: int) -> bool:
@@ -101,29 +109,54 @@ def attribute(trajectory: Trajectory) -> FailureSource:
     conversation, domain = Conversation(trajectory), domain_for(trajectory)
     gaps = checks.gold_gaps(conversation, domain)
     if own := checks.breaking_writes(conversation, domain):  # no gold could have passed the run after such a write
-        return FailureSource(trajectory_id=tid, source="agent", reason="the agent made a write the policy forbids",
-                             evidence=evidence(own[0].index, own[0].text))
+        return FailureSource(
+            trajectory_id=tid,
+            source="agent",
+            reason="the agent made a write the policy forbids",
+            evidence=evidence(own[0].index, own[0].text),
+        )
     broken = [g for g in gaps if g.kind == "breaks_policy"]
     if broken and not _own_errors(conversation, domain):
         return _gold_at_fault(tid, "gold action breaks the policy", broken[0])
     if (left := checks.user_left_early(conversation)) is not None and not _handed_off(conversation, gaps, left.index):
-        return _deterministic(tid, "user_simulator", "the user simulator stopped before the agent could act",
-                              evidence(left.index, left.text))
+        return _deterministic(
+            tid,
+            "user_simulator",
+            "the user simulator stopped before the agent could act",
+            evidence(left.index, left.text),
+        )
     corrected = [g for g in gaps if g.kind == "corrected_gold"]
     if corrected and not _own_errors(conversation, domain):
         return _gold_at_fault(tid, "gold action corrected by the benchmark", corrected[0])
     domain_name = str(trajectory.metadata.get("domain") or "")
-    right = [c for c in conversation.agent_calls if corrections.corrected_expects(domain_name, trajectory.task_id, c.name, c.arguments)]
+    right = [
+        c
+        for c in conversation.agent_calls
+        if corrections.corrected_expects(domain_name, trajectory.task_id, c.name, c.arguments)
+    ]
     if right:
-        return _deterministic(tid, "benchmark", "gold action corrected by the benchmark",
-                              evidence(right[0].index, f"the agent did what the corrected task set expects: "
-                                                       f"{render(right[0].name, right[0].arguments)}"))
+        return _deterministic(
+            tid,
+            "benchmark",
+            "gold action corrected by the benchmark",
+            evidence(
+                right[0].index,
+                f"the agent did what the corrected task set expects: {render(right[0].name, right[0].arguments)}",
+            ),
+        )
     effective = [g for g in gaps if g.kind != "no_effect"]  # a write the system refused changed nothing
     if effective and all(g.kind == "followed_user" for g in effective):
         action = effective[0].action
-        return _deterministic(tid, "user_simulator", "the agent did what the user asked, which differs from the gold",
-                              evidence(None, "the agent's values that differ from the gold were the user's own words; "
-                                             f"gold {render(action.get('name', ''), action.get('arguments') or {})}"))
+        return _deterministic(
+            tid,
+            "user_simulator",
+            "the agent did what the user asked, which differs from the gold",
+            evidence(
+                None,
+                "the agent's values that differ from the gold were the user's own words; "
+                f"gold {render(action.get('name', ''), action.get('arguments') or {})}",
+            ),
+        )
     return FailureSource(trajectory_id=tid, source="agent", reason="no other cause established")
 
 

@@ -124,7 +124,7 @@ CATALOGUE: tuple[Capability, ...] = (
 
 
 def benchmark_family(benchmark: str) -> str:
-    """"swe" for SWE-bench trajectories, "tau" for τ/τ²-bench ones, else the benchmark name."""
+    """ "swe" for SWE-bench trajectories, "tau" for τ/τ²-bench ones, else the benchmark name."""
     if benchmark.startswith("swe"):
         return "swe"
     if benchmark.startswith("tau"):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 from tracegym.analysis.detectors import Verdict, evidence
 from tracegym.schema import Trajectory
@@ -33,13 +33,48 @@ _TEST = re.compile(r"\bpytest\b|runtests\.py|\bunittest\b|\btox\b|\bpython3?\s+(
 _EDITOR_WRITES = {"str_replace", "insert", "create", "undo_edit"}
 _DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/", re.MULTILINE)
 _NEW_FILE = re.compile(r"^diff --git a/(\S+) b/\S+\n(?:(?!diff --git).*\n)*?--- /dev/null", re.MULTILINE)
-_BUILD_FILES = re.compile(r"(^|/)(pyproject\.toml|setup\.py|setup\.cfg|tox\.ini|requirements[\w.-]*\.txt|conftest\.py)$")
+_BUILD_FILES = re.compile(
+    r"(^|/)(pyproject\.toml|setup\.py|setup\.cfg|tox\.ini|requirements[\w.-]*\.txt|conftest\.py)$"
+)
 _TEST_PATH = re.compile(r"(^|/)tests?(/|_)|(^|/)test_\w+\.py$")
 _DJANGO_TEST = re.compile(r"\(([\w.]+)\)\s*$")
 _IDENTIFIER = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]{3,}(?:\.[A-Za-z_][A-Za-z0-9_]*)*\b")
-_GENERIC = {"test", "tests", "testing", "init", "main", "core", "base", "utils", "util", "django", "models", "model",
-            "fields", "field", "regress", "regression", "self", "none", "true", "false", "return", "import", "from",
-            "class", "def", "with", "this", "that", "when", "should", "value", "error", "python", "file"}
+_GENERIC = {
+    "test",
+    "tests",
+    "testing",
+    "init",
+    "main",
+    "core",
+    "base",
+    "utils",
+    "util",
+    "django",
+    "models",
+    "model",
+    "fields",
+    "field",
+    "regress",
+    "regression",
+    "self",
+    "none",
+    "true",
+    "false",
+    "return",
+    "import",
+    "from",
+    "class",
+    "def",
+    "with",
+    "this",
+    "that",
+    "when",
+    "should",
+    "value",
+    "error",
+    "python",
+    "file",
+}
 _SUBMIT = "COMPLETE_TASK_AND_SUBMIT"
 
 
@@ -76,7 +111,9 @@ def _is_repository_file(path: str, submitted: list[str]) -> bool:
 def _classify(command: str, submitted: list[str]) -> list[str]:
     if _SUBMIT in command:
         return []
-    in_place = _IN_PLACE.search(command) and (not submitted or any(f in command for f in submitted) or command.lstrip().startswith("edit"))
+    in_place = _IN_PLACE.search(command) and (
+        not submitted or any(f in command for f in submitted) or command.lstrip().startswith("edit")
+    )
     edits = in_place or any(_is_repository_file(f, submitted) for f in _WRITTEN.findall(command))
     return (["edit"] if edits else []) + (["test"] if _TEST.search(command) else [])
 
@@ -101,9 +138,13 @@ def _patch(diagnostics: dict) -> Verdict:
     patch = (diagnostics.get("patch") or "").strip()
     status = diagnostics.get("exit_status")
     if not patch or diagnostics.get("patch_exists") is False:
-        return Verdict.lacking([evidence(None, f"harness: empty patch (patch_exists false); agent exit_status: {status}")])
+        return Verdict.lacking(
+            [evidence(None, f"harness: empty patch (patch_exists false); agent exit_status: {status}")]
+        )
     if diagnostics.get("patch_successfully_applied") is False:
-        return Verdict.lacking([evidence(None, f"harness: patch_successfully_applied false; patch starts: {patch[:160]}")])
+        return Verdict.lacking(
+            [evidence(None, f"harness: patch_successfully_applied false; patch starts: {patch[:160]}")]
+        )
     return Verdict.present([evidence(None, f"patch applied: {', '.join(patched_files(patch))}")])
 
 
@@ -138,28 +179,52 @@ def exercised(tests: list[str]) -> set[str]:
 
 def _localisation(trajectory: Trajectory) -> Verdict:
     diagnostics = trajectory.diagnostics
-    edited = [f for f in patched_files(diagnostics.get("patch") or "") if not _TEST_PATH.search(f) and f.endswith(".py")]
+    edited = [
+        f for f in patched_files(diagnostics.get("patch") or "") if not _TEST_PATH.search(f) and f.endswith(".py")
+    ]
     gold = set(patched_files(diagnostics.get("gold_patch") or ""))
     if not edited:
         return Verdict.na()
     if gold:
         outside = [f for f in edited if f not in gold]
         if outside:
-            return Verdict.lacking([evidence(None, f"patch edits {', '.join(outside)}; the reference fix edits {', '.join(sorted(gold))}")])
-        return Verdict.present([evidence(None, f"patch edits the reference fix's files: {', '.join(sorted(gold.intersection(edited)))}")])
+            return Verdict.lacking(
+                [evidence(None, f"patch edits {', '.join(outside)}; the reference fix edits {', '.join(sorted(gold))}")]
+            )
+        return Verdict.present(
+            [evidence(None, f"patch edits the reference fix's files: {', '.join(sorted(gold.intersection(edited)))}")]
+        )
     group = (diagnostics.get("tests_status") or {}).get("FAIL_TO_PASS") or {}
     tests = list(group.get("success") or []) + list(group.get("failure") or [])
     if not tests:
         return Verdict.na()
-    named = exercised(tests) | {w for name in _IDENTIFIER.findall(trajectory.metadata.get("problem_statement") or "")
-                                if "." in name or "_" in name or name[:1].isupper() for w in _words(name)}
+    named = exercised(tests) | {
+        w
+        for name in _IDENTIFIER.findall(trajectory.metadata.get("problem_statement") or "")
+        if "." in name or "_" in name or name[:1].isupper()
+        for w in _words(name)
+    }
     hits = {f: _related(_words("/".join(f.split("/")[1:])), named) for f in edited}
     if any(hits.values()):
         shared = sorted(set().union(*hits.values()))
-        return Verdict.present([evidence(None, f"patch edits {', '.join(f for f in edited if hits[f])}, named like the "
-                                               f"issue's tests or code ({', '.join(shared[:6])})")])
-    return Verdict.lacking([evidence(None, f"patch edits {', '.join(edited)}, none named like the failing tests "
-                                           f"({', '.join(tests[:3])}) or the code the issue names")])
+        return Verdict.present(
+            [
+                evidence(
+                    None,
+                    f"patch edits {', '.join(f for f in edited if hits[f])}, named like the "
+                    f"issue's tests or code ({', '.join(shared[:6])})",
+                )
+            ]
+        )
+    return Verdict.lacking(
+        [
+            evidence(
+                None,
+                f"patch edits {', '.join(edited)}, none named like the failing tests "
+                f"({', '.join(tests[:3])}) or the code the issue names",
+            )
+        ]
+    )
 
 
 def _reproduction(actions: list[tuple[int, str, str]]) -> Verdict:
@@ -190,10 +255,15 @@ def _scope(patch: str) -> Verdict:
     if not files:
         return Verdict.na()
     new = set(_NEW_FILE.findall(patch))
-    scratch = [f for f in files if f in new and ("/" not in f or (_SCRATCH.search(f) and not _TEST_PATH.search(f.rsplit("/", 1)[0] + "/")))]
+    scratch = [
+        f
+        for f in files
+        if f in new and ("/" not in f or (_SCRATCH.search(f) and not _TEST_PATH.search(f.rsplit("/", 1)[0] + "/")))
+    ]
     build = [f for f in files if _BUILD_FILES.search(f)]
     if scratch or build:
         parts = ([f"scratch files left in the patch: {', '.join(scratch)}"] if scratch else []) + (
-            [f"build configuration edited: {', '.join(build)}"] if build else [])
+            [f"build configuration edited: {', '.join(build)}"] if build else []
+        )
         return Verdict.lacking([evidence(None, "; ".join(parts))])
     return Verdict.present([evidence(None, f"patch limited to {', '.join(files)}")])

@@ -8,8 +8,9 @@ the catalogue, with NA for capabilities the trajectory's benchmark has no detect
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from tqdm import tqdm
 
@@ -28,15 +29,15 @@ class Verdict:
     evidence: list[Evidence] = field(default_factory=list)
 
     @classmethod
-    def na(cls) -> "Verdict":
+    def na(cls) -> Verdict:
         return cls(LabelValue.NA)
 
     @classmethod
-    def lacking(cls, evidence: list[Evidence]) -> "Verdict":
+    def lacking(cls, evidence: list[Evidence]) -> Verdict:
         return cls(LabelValue.LACKING, evidence)
 
     @classmethod
-    def present(cls, evidence: list[Evidence] | None = None) -> "Verdict":
+    def present(cls, evidence: list[Evidence] | None = None) -> Verdict:
         return cls(LabelValue.PRESENT, evidence or [])
 
 

@@ -44,8 +44,12 @@ class DiagnoseConfig:
     """Settings of `tracegym diagnose`: the inputs, the labeller and the selection."""
 
     keep_going: bool = option(False, "skip bad input records (each is listed) instead of stopping")
-    allow_empty: bool = option(False, "write empty outputs when the inputs hold no trajectory (otherwise: exit 1, outputs kept)")
-    gold_patches: str | None = option(None, "SWE-bench reference fixes: a JSON file {instance_id: patch} or JSONL lines")
+    allow_empty: bool = option(
+        False, "write empty outputs when the inputs hold no trajectory (otherwise: exit 1, outputs kept)"
+    )
+    gold_patches: str | None = option(
+        None, "SWE-bench reference fixes: a JSON file {instance_id: patch} or JSONL lines"
+    )
     count_all_failures: bool = option(False, "count user-simulator and benchmark failures in the statistics too")
     propose: bool = option(False, "ask the judge model to propose new capabilities (needs --judge-url)")
     selection: SelectionConfig = option(help="selection thresholds", factory=SelectionConfig)
@@ -69,8 +73,9 @@ def attach_gold_patches(trajectories: list[Trajectory], path: Path) -> int:
     return matched
 
 
-def counted_outcomes(trajectories: list[Trajectory], sources: dict[str, FailureSource],
-                     count_all_failures: bool) -> dict[str, Outcome]:
+def counted_outcomes(
+    trajectories: list[Trajectory], sources: dict[str, FailureSource], count_all_failures: bool
+) -> dict[str, Outcome]:
     """Successes and the failures that count (agent-caused unless `count_all_failures`)."""
     return {
         t.id: Outcome(task_key(t), t.success)
@@ -86,13 +91,24 @@ def benchmark_blamed(trajectories: list[Trajectory], sources: dict[str, FailureS
     for found in sources.values():
         if found.source == "benchmark":
             grouped.setdefault((keys[found.trajectory_id], found.reason), []).append(found)
-    return [{"task": task, "reason": reason, "failures_attributed_to_benchmark": len(members),
-             "evidence": members[0].evidence.quote if members[0].evidence else ""}
-            for (task, reason), members in sorted(grouped.items())]
+    return [
+        {
+            "task": task,
+            "reason": reason,
+            "failures_attributed_to_benchmark": len(members),
+            "evidence": members[0].evidence.quote if members[0].evidence else "",
+        }
+        for (task, reason), members in sorted(grouped.items())
+    ]
 
 
-def diagnose(trajectories: list[Trajectory], inputs: list[Path], config: DiagnoseConfig | None = None,
-             judge: LLMJudge | None = None, progress: bool = False) -> Diagnosis:
+def diagnose(
+    trajectories: list[Trajectory],
+    inputs: list[Path],
+    config: DiagnoseConfig | None = None,
+    judge: LLMJudge | None = None,
+    progress: bool = False,
+) -> Diagnosis:
     """Run the whole analysis under `config` (defaults: deterministic detectors, the paper's ρ and δ);
     with `judge` the judge labels and, with `config.propose`, proposes capabilities. `inputs` are
     the paths the trajectories came from, recorded in the report: labels and attributions depend
@@ -119,17 +135,25 @@ def diagnose(trajectories: list[Trajectory], inputs: list[Path], config: Diagnos
     report.possible_benchmark_errors = failing_for_every_agent(trajectories) + benchmark_blamed(trajectories, sources)
     report.failure_sources = split(sources)
     report.inputs = [str(p) for p in inputs]
-    report.params.update({
-        "labeller": f"judge:{judge.client.model}" if judge else "deterministic",
-        "count_all_failures": config.count_all_failures,
-        "trajectories": len(trajectories),
-        "contrasted_tasks": len(contrasts),
-    })
+    report.params.update(
+        {
+            "labeller": f"judge:{judge.client.model}" if judge else "deterministic",
+            "count_all_failures": config.count_all_failures,
+            "trajectories": len(trajectories),
+            "contrasted_tasks": len(contrasts),
+        }
+    )
     if judge is not None:
         report.params["judge"] = {
-            "model": judge.client.model, "runs": judge.config.runs, "temperature": judge.config.temperature,
-            "retries": judge.config.retries, "prompt": judged["labels"].prompt,
-            **{f"{name}_{key}": getattr(result, key) for name, result in judged.items()
-               for key in ("calls", "retried", "malformed")},
+            "model": judge.client.model,
+            "runs": judge.config.runs,
+            "temperature": judge.config.temperature,
+            "retries": judge.config.retries,
+            "prompt": judged["labels"].prompt,
+            **{
+                f"{name}_{key}": getattr(result, key)
+                for name, result in judged.items()
+                for key in ("calls", "retried", "malformed")
+            },
         }
     return Diagnosis(report, trajectories, labels, sources, contrasts, judged, proposed)

@@ -27,9 +27,12 @@ from tracegym.files import writing_into
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("diagnose", help="contrastive capability diagnosis of agent runs",
-                                   description=__doc__.splitlines()[0])
-    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="run files/folders or an ingested trajectories.jsonl")
+    parser = subparsers.add_parser(
+        "diagnose", help="contrastive capability diagnosis of agent runs", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "paths", nargs="+", type=Path, metavar="PATH", help="run files/folders or an ingested trajectories.jsonl"
+    )
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     add_config_arguments(parser, DiagnoseConfig)
     parser.set_defaults(run=run)

@@ -17,12 +17,20 @@ from tracegym.errors import UserError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("ingest", help="convert agent runs (τ², τ v1, SWE-bench, chat JSONL) to trajectories")
+    parser = subparsers.add_parser(
+        "ingest", help="convert agent runs (τ², τ v1, SWE-bench, chat JSONL) to trajectories"
+    )
     parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="run files or folders (folders are walked)")
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     parser.add_argument("--format", choices=FORMATS, default=None, help="force a format instead of sniffing it")
-    parser.add_argument("--keep-going", action="store_true", help="skip bad files and records (all listed) instead of stopping")
-    parser.add_argument("--allow-empty", action="store_true", help="write an empty dataset when the inputs hold no trajectory (default: exit 1, outputs kept)")
+    parser.add_argument(
+        "--keep-going", action="store_true", help="skip bad files and records (all listed) instead of stopping"
+    )
+    parser.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="write an empty dataset when the inputs hold no trajectory (default: exit 1, outputs kept)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -40,5 +48,7 @@ def run(args: argparse.Namespace) -> int:
         raise empty_input(args.paths, args.out)
     with writing_into(args.out):
         write_dataset(result, args.out)
-    print(f"wrote {len(result.trajectories)} trajectories to {args.out / TRAJECTORIES} and the report to {args.out / REPORT}")
+    print(
+        f"wrote {len(result.trajectories)} trajectories to {args.out / TRAJECTORIES} and the report to {args.out / REPORT}"
+    )
     return 0

@@ -11,9 +11,10 @@ are taken by `selection.majority` (ties lean to PRESENT).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar, Literal, TypeVar
+from typing import ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from tqdm import tqdm
@@ -142,8 +143,11 @@ class JudgeConfig:
     """The LLM judge: where it is, and how many runs of it label."""
 
     flag_prefix: ClassVar[str] = "judge"
-    url: str | None = option(None, "OpenAI-compatible API base, e.g. http://127.0.0.1:8000/v1 (key: OPENAI_API_KEY); "
-                                   "none: the deterministic detectors label")
+    url: str | None = option(
+        None,
+        "OpenAI-compatible API base, e.g. http://127.0.0.1:8000/v1 (key: OPENAI_API_KEY); "
+        "none: the deterministic detectors label",
+    )
     model: str = option("judge", "model name sent to the judge endpoint")
     runs: int = option(10, "independent labelling runs N")
     retries: int = option(2, "retries of a malformed answer, each with a new seed")
@@ -158,15 +162,19 @@ class LLMJudge:
         self.client = client
         self.config = config
 
-    def _ask(self, system: str, user: str, model: type[Answer], check: Callable[[Answer], None], run: int,
-             result: Attempts) -> Answer | None:
+    def _ask(
+        self, system: str, user: str, model: type[Answer], check: Callable[[Answer], None], run: int, result: Attempts
+    ) -> Answer | None:
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         schema = _strict_schema(model)
         for attempt in range(self.config.retries + 1):
             result.calls += 1
             try:
                 answer = model.model_validate_json(
-                    self.client.complete(messages, schema, model.__name__, self.config.temperature, 1000 * run + attempt))
+                    self.client.complete(
+                        messages, schema, model.__name__, self.config.temperature, 1000 * run + attempt
+                    )
+                )
                 check(answer)
                 return answer
             except (ClientError, ValidationError, ValueError) as error:
@@ -176,7 +184,9 @@ class LLMJudge:
         result.malformed += 1
         return None
 
-    def label(self, trajectories: list[Trajectory], capabilities: list[Capability], progress: bool = False) -> JudgeResult:
+    def label(
+        self, trajectories: list[Trajectory], capabilities: list[Capability], progress: bool = False
+    ) -> JudgeResult:
         """Labels for every (trajectory, capability) pair in each of `runs` runs."""
         listing = "\n".join(f"- {c.name}: {c.description}" for c in capabilities)
         written = conventions({benchmark_family(t.source.benchmark) for t in trajectories})
@@ -198,37 +208,55 @@ class LLMJudge:
             answer = self._ask(system, judged_text(trajectory), LabelAnswer, check, run, attempts)
             if answer is None:
                 return [], attempts
-            return [Label(trajectory_id=trajectory.id, capability=v.capability, value=LabelValue(v.value),
-                          evidence=[Evidence(message_index=v.message_index, quote=v.quote)],
-                          labeller=f"judge:{self.client.model}", run=run) for v in answer.verdicts], attempts
+            return [
+                Label(
+                    trajectory_id=trajectory.id,
+                    capability=v.capability,
+                    value=LabelValue(v.value),
+                    evidence=[Evidence(message_index=v.message_index, quote=v.quote)],
+                    labeller=f"judge:{self.client.model}",
+                    run=run,
+                )
+                for v in answer.verdicts
+            ], attempts
 
         jobs = [(run, t) for run in range(self.config.runs) for t in trajectories]
         with ThreadPoolExecutor(self.config.workers) as pool:
-            for labels, attempts in tqdm(pool.map(one, jobs), total=len(jobs), desc="judging", unit="call",
-                                         disable=not progress):
+            for labels, attempts in tqdm(
+                pool.map(one, jobs), total=len(jobs), desc="judging", unit="call", disable=not progress
+            ):
                 result.labels.extend(labels)
                 result.add(attempts)
         return result
 
-    def attribute_failures(self, trajectories: list[Trajectory], progress: bool = False) -> tuple[dict[str, FailureSource], JudgeResult]:
+    def attribute_failures(
+        self, trajectories: list[Trajectory], progress: bool = False
+    ) -> tuple[dict[str, FailureSource], JudgeResult]:
         """A judged FailureSource per failed trajectory (one run; unanswered ones are left out)."""
         failed = [t for t in trajectories if not t.success]
         result = JudgeResult(model=self.client.model, prompt=SOURCE_PROMPT)
 
         def one(trajectory: Trajectory) -> tuple[FailureSource | None, Attempts]:
             attempts = Attempts()
+
             def check(answer: SourceAnswer) -> None:
                 check_quote(trajectory, answer.message_index, answer.quote)
 
             answer = self._ask(SOURCE_PROMPT, judged_text(trajectory), SourceAnswer, check, 0, attempts)
             if answer is None:
                 return None, attempts
-            return FailureSource(trajectory_id=trajectory.id, source=answer.source, reason=answer.reason, method="judge",
-                                 evidence=Evidence(message_index=answer.message_index, quote=answer.quote)), attempts
+            return FailureSource(
+                trajectory_id=trajectory.id,
+                source=answer.source,
+                reason=answer.reason,
+                method="judge",
+                evidence=Evidence(message_index=answer.message_index, quote=answer.quote),
+            ), attempts
 
         with ThreadPoolExecutor(self.config.workers) as pool:
-            answered = list(tqdm(pool.map(one, failed), total=len(failed), desc="attributing", unit="call",
-                                 disable=not progress))
+            answered = list(
+                tqdm(pool.map(one, failed), total=len(failed), desc="attributing", unit="call", disable=not progress)
+            )
         for _, attempts in answered:
             result.add(attempts)
         return {f.trajectory_id: f for f, _ in answered if f is not None}, result

@@ -96,7 +96,11 @@ def _gold(trajectory: Trajectory) -> list[str]:
     info = trajectory.diagnostics.get("reward_info")
     checks = info.get("action_checks") if isinstance(info, dict) else None
     if isinstance(checks, list) and checks:
-        return [f"- {_action(c.get('action'))}, matched by the agent: {c.get('action_match')}" for c in checks if isinstance(c, dict)]
+        return [
+            f"- {_action(c.get('action'))}, matched by the agent: {c.get('action_match')}"
+            for c in checks
+            if isinstance(c, dict)
+        ]
     actions = trajectory.diagnostics.get("gold_actions")
     if not isinstance(actions, list):
         return []

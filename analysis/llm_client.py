@@ -21,8 +21,9 @@ class ClientError(Exception):
 class ChatClient(Protocol):
     model: str
 
-    def complete(self, messages: list[dict[str, str]], schema: dict[str, Any], name: str,
-                 temperature: float, seed: int) -> str: ...
+    def complete(
+        self, messages: list[dict[str, str]], schema: dict[str, Any], name: str, temperature: float, seed: int
+    ) -> str: ...
 
 
 class OpenAIChatClient:
@@ -32,8 +33,9 @@ class OpenAIChatClient:
     OPENAI_API_KEY environment variable and is optional for local servers. `timeout` in seconds.
     """
 
-    def __init__(self, url: str, model: str, api_key: str | None = None, timeout: float = 120.0,
-                 max_tokens: int = 1024) -> None:
+    def __init__(
+        self, url: str, model: str, api_key: str | None = None, timeout: float = 120.0, max_tokens: int = 1024
+    ) -> None:
         base = url.rstrip("/")
         self.endpoint = base if base.endswith("/chat/completions") else base + "/chat/completions"
         self.model = model
@@ -81,8 +83,10 @@ class BackendChatClient:
         from tracegym.generation import SamplingConfig
 
         prompt = [dict(m) for m in messages]
-        prompt[0] = {**prompt[0], "content": prompt[0]["content"] + "\nAnswer with JSON only, matching this schema: "
-                     + json.dumps(schema)}
+        prompt[0] = {
+            **prompt[0],
+            "content": prompt[0]["content"] + "\nAnswer with JSON only, matching this schema: " + json.dumps(schema),
+        }
         params = SamplingConfig(max_new_tokens=self.max_new_tokens, temperature=temperature, seed=seed)
         try:
             replies = self.backend.chat([prompt], params)

@@ -61,26 +61,41 @@ def deduplicate(proposed: list[Capability], known: list[Capability], similarity:
     return kept
 
 
-def propose(client: ChatClient, contrasts: list[TaskContrast], trajectories: dict[str, Trajectory],
-            known: list[Capability], max_pairs: int = 8, retries: int = 2, similarity: float = 0.5) -> list[Capability]:
+def propose(
+    client: ChatClient,
+    contrasts: list[TaskContrast],
+    trajectories: dict[str, Trajectory],
+    known: list[Capability],
+    max_pairs: int = 8,
+    retries: int = 2,
+    similarity: float = 0.5,
+) -> list[Capability]:
     """New capabilities suggested from one pair per task (up to `max_pairs` tasks); [] when the
     proposer never answers in the schema."""
     sections = []
     for entry in contrasts[:max_pairs]:
         success, failure = entry.pairs[0]
-        sections.append(f"## Task {entry.task}\n### FAILED run\n{render_transcript(trajectories[failure], PAIR_CHARS)}"
-                        f"\n### SUCCESSFUL run\n{render_transcript(trajectories[success], PAIR_CHARS)}")
+        sections.append(
+            f"## Task {entry.task}\n### FAILED run\n{render_transcript(trajectories[failure], PAIR_CHARS)}"
+            f"\n### SUCCESSFUL run\n{render_transcript(trajectories[success], PAIR_CHARS)}"
+        )
     if not sections:
         return []
-    messages = [{"role": "system", "content": PROPOSER_PROMPT.format(known=", ".join(c.name for c in known))},
-                {"role": "user", "content": "\n\n".join(sections)}]
+    messages = [
+        {"role": "system", "content": PROPOSER_PROMPT.format(known=", ".join(c.name for c in known))},
+        {"role": "user", "content": "\n\n".join(sections)},
+    ]
     for attempt in range(retries + 1):
         try:
             answer = Proposal.model_validate_json(
-                client.complete(messages, _strict_schema(Proposal), "Proposal", 0.7, attempt))
+                client.complete(messages, _strict_schema(Proposal), "Proposal", 0.7, attempt)
+            )
         except (ClientError, ValidationError, ValueError):
             continue
-        proposed = [Capability(name=normalise(p.name), description=p.description, examples=p.example_tasks,
-                               origin="proposed") for p in answer.capabilities if normalise(p.name)]
+        proposed = [
+            Capability(name=normalise(p.name), description=p.description, examples=p.example_tasks, origin="proposed")
+            for p in answer.capabilities
+            if normalise(p.name)
+        ]
         return deduplicate(proposed, known, similarity)
     return []

@@ -48,8 +48,16 @@ def coverage_delta_figure(report: CapabilityReport) -> Figure:
         axes.scatter(cov, delta, s=60, color="tab:red" if stats.selected else "white", edgecolors="tab:red", zorder=3)
         if stats.delta_ci:
             axes.plot([cov, cov], stats.delta_ci, color="tab:gray", linewidth=1)
-        labels.append(axes.annotate(stats.capability.name, (cov, delta), textcoords="offset points", xytext=(6, 4), fontsize=8,
-                                    arrowprops={"arrowstyle": "-", "color": "tab:gray", "linewidth": 0.5}))
+        labels.append(
+            axes.annotate(
+                stats.capability.name,
+                (cov, delta),
+                textcoords="offset points",
+                xytext=(6, 4),
+                fontsize=8,
+                arrowprops={"arrowstyle": "-", "color": "tab:gray", "linewidth": 0.5},
+            )
+        )
     axes.axvline(report.params.get("rho", 0.1), linestyle="--", color="tab:blue", linewidth=1)
     axes.axhline(report.params.get("delta", 0.2), linestyle="--", color="tab:blue", linewidth=1)
     axes.set_xlabel("coverage of agent-caused failures (Cov)")
@@ -89,30 +97,38 @@ def plot_coverage_delta(report: CapabilityReport, path: Path | IO[bytes]) -> Non
 
 
 def _capability_table(report: CapabilityReport) -> list[str]:
-    lines = ["| capability | Cov | ER− | ER+ | Δ | Δ 95% CI | paired Δ (tasks) | runs passed | selected |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| capability | Cov | ER− | ER+ | Δ | Δ 95% CI | paired Δ (tasks) | runs passed | selected |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for s in sorted(report.capabilities, key=lambda s: -(s.delta_mean if s.delta_mean is not None else -9)):
         ci = f"[{s.delta_ci[0]:.2f}, {s.delta_ci[1]:.2f}]" if s.delta_ci else "–"
-        lines.append(f"| {s.capability.name} | {_fmt(_mean(s.cov))} | {_fmt(_mean(s.er_minus))} | {_fmt(_mean(s.er_plus))} "
-                     f"| {_fmt(s.delta_mean)} | {ci} | {_fmt(s.paired_delta)} ({s.paired_tasks}) | {s.runs_passed}/"
-                     f"{report.params.get('n', 1)} | {'yes' if s.selected else 'no'} |")
+        lines.append(
+            f"| {s.capability.name} | {_fmt(_mean(s.cov))} | {_fmt(_mean(s.er_minus))} | {_fmt(_mean(s.er_plus))} "
+            f"| {_fmt(s.delta_mean)} | {ci} | {_fmt(s.paired_delta)} ({s.paired_tasks}) | {s.runs_passed}/"
+            f"{report.params.get('n', 1)} | {'yes' if s.selected else 'no'} |"
+        )
     return lines
 
 
 def selection_table(report: CapabilityReport) -> str:
     """The selection table printed to the terminal (`tracegym diagnose`, and `tracegym run`'s analysis stage)."""
-    lines = [f"{'capability':<30} {'Cov':>5} {'Δ':>6} {'Δ 95% CI':>15} {'paired':>7} {'pass':>5}  selected",
-             "-" * 82]
+    lines = [f"{'capability':<30} {'Cov':>5} {'Δ':>6} {'Δ 95% CI':>15} {'paired':>7} {'pass':>5}  selected", "-" * 82]
     for s in report.capabilities:
         cov = _fmt(_mean(s.cov))
         delta = f"{s.delta_mean:+.2f}" if s.delta_mean is not None else "–"
         ci = f"[{s.delta_ci[0]:+.2f},{s.delta_ci[1]:+.2f}]" if s.delta_ci else "–"
         paired = f"{s.paired_delta:+.2f}" if s.paired_delta is not None else "–"
-        lines.append(f"{s.capability.name:<30} {cov:>5} {delta:>6} {ci:>15} {paired:>7} {s.runs_passed:>2}/{report.params['n']:<2}  "
-                     f"{'yes' if s.selected else 'no'}")
+        lines.append(
+            f"{s.capability.name:<30} {cov:>5} {delta:>6} {ci:>15} {paired:>7} {s.runs_passed:>2}/{report.params['n']:<2}  "
+            f"{'yes' if s.selected else 'no'}"
+        )
     sources = ", ".join(f"{k} {v}" for k, v in report.failure_sources.items())
-    lines.append(f"failure sources: {sources}; union coverage of selected: "
-                 f"{report.union_coverage:.2f}" if report.union_coverage is not None else f"failure sources: {sources}")
+    lines.append(
+        f"failure sources: {sources}; union coverage of selected: {report.union_coverage:.2f}"
+        if report.union_coverage is not None
+        else f"failure sources: {sources}"
+    )
     return "\n".join(lines)
 
 
@@ -133,12 +149,20 @@ def _inputs(diagnosis: Diagnosis) -> list[str]:
         return ["## Reading the inputs", "", "- not recorded (trajectories passed in directly)", ""]
     repaired = [i for i in ingest.inconsistencies if i.repaired]
     kept = [i for i in ingest.inconsistencies if not i.repaired]
-    lines = ["## Reading the inputs", "", "| source | format | runs | successes | failures | skipped | repaired |",
-             "|---|---|---|---|---|---|---|"]
-    lines += [f"| {s.path} | {s.format} | {s.runs} | {s.successes} | {s.failures} | {s.skipped} | {s.repaired} |"
-              for s in ingest.sources]
-    for title, items in ((f"Repairs made while reading ({len(repaired)})", repaired),
-                         (f"Inconsistencies kept as recorded ({len(kept)})", kept)):
+    lines = [
+        "## Reading the inputs",
+        "",
+        "| source | format | runs | successes | failures | skipped | repaired |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {s.path} | {s.format} | {s.runs} | {s.successes} | {s.failures} | {s.skipped} | {s.repaired} |"
+        for s in ingest.sources
+    ]
+    for title, items in (
+        (f"Repairs made while reading ({len(repaired)})", repaired),
+        (f"Inconsistencies kept as recorded ({len(kept)})", kept),
+    ):
         lines += ["", f"{title}:", ""] + (["- none"] if not items else [])
         for path in dict.fromkeys(i.path for i in items):
             lines += [f"- in {path}:"] + [f"  - {', '.join(i.records)}: {i.message}" for i in items if i.path == path]
@@ -161,8 +185,11 @@ def _not_the_agents(diagnosis: Diagnosis) -> list[str]:
         return lines + ["- none", ""]
     for (source, reason), members in sorted(groups.items(), key=lambda g: (g[0][0], -len(g[1]))):
         lines += [f"### {source}: {reason} ({len(members)})", ""]
-        lines += [f"- `{m.trajectory_id}` ({m.method})" + (f": [{_where(m.evidence.message_index)}] “{m.evidence.quote}”"
-                                                          if m.evidence else "") for m in members[:SOURCES_SHOWN]]
+        lines += [
+            f"- `{m.trajectory_id}` ({m.method})"
+            + (f": [{_where(m.evidence.message_index)}] “{m.evidence.quote}”" if m.evidence else "")
+            for m in members[:SOURCES_SHOWN]
+        ]
         if len(members) > SOURCES_SHOWN:
             lines.append(f"- … and {len(members) - SOURCES_SHOWN} more (failure_sources.jsonl lists all)")
         lines.append("")
@@ -170,8 +197,14 @@ def _not_the_agents(diagnosis: Diagnosis) -> list[str]:
 
 
 def _explained(stats: CapabilityStats) -> list[str]:
-    lines = [f"### {stats.capability.name}", "", stats.capability.description, "",
-             f"Explains {len(stats.explained_failures)} agent-caused failures:", ""]
+    lines = [
+        f"### {stats.capability.name}",
+        "",
+        stats.capability.description,
+        "",
+        f"Explains {len(stats.explained_failures)} agent-caused failures:",
+        "",
+    ]
     for item in stats.explained_failures[:EXPLAINED_SHOWN]:
         lines.append(f"- task `{item['task_id']}` (`{item['trajectory_id']}`): {_quote(item)}")
     if len(stats.explained_failures) > EXPLAINED_SHOWN:
@@ -185,45 +218,77 @@ def render_markdown(diagnosis: Diagnosis) -> str:
     failures = sum(not t.success for t in trajectories)
     by_name = {s.capability.name: s for s in report.capabilities}
     lines = [
-        "# Capability diagnosis", "",
-        f"Inputs: {', '.join(report.inputs)}", "",
+        "# Capability diagnosis",
+        "",
+        f"Inputs: {', '.join(report.inputs)}",
+        "",
         f"{len(trajectories)} trajectories, {len(trajectories) - failures} successes, {failures} failures; "
         f"{len(diagnosis.contrasts)} tasks have both outcomes. Labeller: {report.params.get('labeller')}; "
         f"ρ = {report.params.get('rho')}, δ = {report.params.get('delta')}, K = {report.params.get('k')} of "
-        f"N = {report.params.get('n')}.", "",
+        f"N = {report.params.get('n')}.",
+        "",
         *_inputs(diagnosis),
-        "## Failure sources", "",
-        "| source | failures |", "|---|---|",
-        *[f"| {name} | {count} |" for name, count in report.failure_sources.items()], "",
+        "## Failure sources",
+        "",
+        "| source | failures |",
+        "|---|---|",
+        *[f"| {name} | {count} |" for name, count in report.failure_sources.items()],
+        "",
         f"Statistics count {report.params.get('counted_failures')} failures "
         f"({'all' if report.params.get('count_all_failures') else 'agent-caused only'}) and "
-        f"{report.params.get('counted_successes')} successes.", "",
-        "## Capabilities", "", *_capability_table(report), "",
+        f"{report.params.get('counted_successes')} successes.",
+        "",
+        "## Capabilities",
+        "",
+        *_capability_table(report),
+        "",
         f"Selected (by mean Δ): {', '.join(report.selected) or 'none'}. "
-        f"Union coverage of the selected set: {_fmt(report.union_coverage)}.", "",
-        f"![coverage vs delta]({PLOT})", "",
-        "## Failed tasks explained by each selected capability", "",
+        f"Union coverage of the selected set: {_fmt(report.union_coverage)}.",
+        "",
+        f"![coverage vs delta]({PLOT})",
+        "",
+        "## Failed tasks explained by each selected capability",
+        "",
     ]
     for name in report.selected:
         lines += _explained(by_name[name])
-    lines += ["## Possible benchmark errors", "",
-              "Failures whose gold action breaks the run's own policy are attributed to the benchmark and left out "
-              "of the statistics (grouped by task below); tasks that fail for every agent are listed for review and "
-              "still counted.", ""]
-    lines += [f"- `{e['task']}`: {e['reason']}" + (f" ({e['failures_attributed_to_benchmark']} failures attributed): "
-                                                   f"{e.get('evidence', '')}"
-              if "failures_attributed_to_benchmark" in e else f" ({e['runs']} runs, {len(e['agents'])} agents)")
-              for e in report.possible_benchmark_errors] or ["- none found"]
+    lines += [
+        "## Possible benchmark errors",
+        "",
+        "Failures whose gold action breaks the run's own policy are attributed to the benchmark and left out "
+        "of the statistics (grouped by task below); tasks that fail for every agent are listed for review and "
+        "still counted.",
+        "",
+    ]
+    lines += [
+        f"- `{e['task']}`: {e['reason']}"
+        + (
+            f" ({e['failures_attributed_to_benchmark']} failures attributed): {e.get('evidence', '')}"
+            if "failures_attributed_to_benchmark" in e
+            else f" ({e['runs']} runs, {len(e['agents'])} agents)"
+        )
+        for e in report.possible_benchmark_errors
+    ] or ["- none found"]
     lines += [""] + _not_the_agents(diagnosis)
     if diagnosis.proposed:
         lines += ["", "## Proposed capabilities (new, deduplicated against the catalogue)", ""]
         lines += [f"- **{c.name}**: {c.description} (examples: {', '.join(c.examples)})" for c in diagnosis.proposed]
     if "judge" in report.params:
         judge = report.params["judge"]
-        lines += ["", "## LLM judge", "", f"Model `{judge['model']}`, {judge['runs']} runs at T = {judge['temperature']}.",
-                  "", "| step | calls | retried | malformed (counted, unlabelled) |", "|---|---|---|---|"]
-        lines += [f"| {step} | {judge.get(step + '_calls')} | {judge.get(step + '_retried')} | {judge.get(step + '_malformed')} |"
-                  for step in ("labels", "attribution") if step + "_calls" in judge]
+        lines += [
+            "",
+            "## LLM judge",
+            "",
+            f"Model `{judge['model']}`, {judge['runs']} runs at T = {judge['temperature']}.",
+            "",
+            "| step | calls | retried | malformed (counted, unlabelled) |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {step} | {judge.get(step + '_calls')} | {judge.get(step + '_retried')} | {judge.get(step + '_malformed')} |"
+            for step in ("labels", "attribution")
+            if step + "_calls" in judge
+        ]
         lines += ["", "Prompt:", "", "```", judge["prompt"], "```"]
     return "\n".join(lines) + "\n"
 

@@ -33,13 +33,16 @@ class SelectionConfig:
 
     rho: float = option(0.10, "minimum coverage ρ: share of counted failures labelled LACKING")
     delta: float = option(0.20, "minimum Δ = ER− − ER+ (difference of two shares)")
-    k: int | None = option(None, "labelling runs in which a capability must pass; none: 80% of N rounded up "
-                                 "(1 of 1 for the deterministic detectors, 8 of 10 for the judge)")
+    k: int | None = option(
+        None,
+        "labelling runs in which a capability must pass; none: 80% of N rounded up "
+        "(1 of 1 for the deterministic detectors, 8 of 10 for the judge)",
+    )
     n: int | None = option(None, "labelling runs expected; none: the labeller's runs (1 deterministic, --judge-runs)")
     bootstrap: int = option(1000, "bootstrap resamples over tasks for the 95% interval of Δ (0: no interval)")
     seed: int = option(0, "bootstrap seed")
 
-    def for_runs(self, runs: int) -> "SelectionConfig":
+    def for_runs(self, runs: int) -> SelectionConfig:
         """K and N made concrete for a labeller with `runs` runs (see the field help)."""
         n = self.n if self.n is not None else runs
         return replace(self, n=n, k=self.k if self.k is not None else max(1, math.ceil(0.8 * n)))
@@ -76,8 +79,9 @@ def _index(labels: list[Label], outcomes: dict[str, Outcome]) -> tuple[list[int]
     return sorted({l.run for l in labels}), table
 
 
-def _per_task_counts(capability: str, runs: list[int], table: dict, outcomes: dict[str, Outcome],
-                     tasks: list[str]) -> tuple[np.ndarray, np.ndarray]:
+def _per_task_counts(
+    capability: str, runs: list[int], table: dict, outcomes: dict[str, Outcome], tasks: list[str]
+) -> tuple[np.ndarray, np.ndarray]:
     """counts[run, task, 4] of LF/PF/LP/PP and failures[task] (all counted failures per task)."""
     position = {t: i for i, t in enumerate(tasks)}
     counts = np.zeros((len(runs), len(tasks), 4))
@@ -91,8 +95,11 @@ def _per_task_counts(capability: str, runs: list[int], table: dict, outcomes: di
             if value == LabelValue.NA:
                 continue
             lacking = value == LabelValue.LACKING
-            slot = (LACKING_FAILED if lacking else PRESENT_FAILED) if not outcome.success else (
-                LACKING_PASSED if lacking else PRESENT_PASSED)
+            slot = (
+                (LACKING_FAILED if lacking else PRESENT_FAILED)
+                if not outcome.success
+                else (LACKING_PASSED if lacking else PRESENT_PASSED)
+            )
             counts[r, t, slot] += 1
     return counts, failures
 
@@ -123,7 +130,9 @@ def bootstrap_delta(counts: np.ndarray, failures: np.ndarray, resamples: int, se
     return float(low), float(high)
 
 
-def paired_delta(capability: str, runs: list[int], table: dict, outcomes: dict[str, Outcome]) -> tuple[float | None, int]:
+def paired_delta(
+    capability: str, runs: list[int], table: dict, outcomes: dict[str, Outcome]
+) -> tuple[float | None, int]:
     """Mean over tasks with both outcomes of (lacking rate among its failures − among its
     successes), non-NA labels only, averaged over runs; and how many tasks contributed."""
     by_task: dict[str, list[tuple[str, bool]]] = defaultdict(list)
@@ -160,8 +169,12 @@ def majority(labels: list[Label]) -> dict[tuple[str, str], Label]:
     return chosen
 
 
-def select(capabilities: list[Capability], labels: list[Label], outcomes: dict[str, Outcome],
-           params: SelectionConfig = SelectionConfig()) -> CapabilityReport:
+def select(
+    capabilities: list[Capability],
+    labels: list[Label],
+    outcomes: dict[str, Outcome],
+    params: SelectionConfig = SelectionConfig(),
+) -> CapabilityReport:
     """The CapabilityReport over the counted trajectories in `outcomes` (pass only agent-caused
     failures and all successes to exclude the rest). `params.n` is the number of labelling runs
     expected (default: the runs in `labels`); runs missing from `labels` count as failed runs for
@@ -178,40 +191,58 @@ def select(capabilities: list[Capability], labels: list[Label], outcomes: dict[s
         passed = sum(passes(cov, d, params) for cov, _, _, d in per_run)
         paired, paired_tasks = paired_delta(capability.name, runs, table, outcomes)
         explained = [
-            {"trajectory_id": t, "task_id": outcomes[t].task,
-             "evidence": [e.model_dump() for e in voted[(t, capability.name)].evidence[:EVIDENCE_KEPT]]}
+            {
+                "trajectory_id": t,
+                "task_id": outcomes[t].task,
+                "evidence": [e.model_dump() for e in voted[(t, capability.name)].evidence[:EVIDENCE_KEPT]],
+            }
             for t in sorted(outcomes)
-            if not outcomes[t].success and (t, capability.name) in voted
+            if not outcomes[t].success
+            and (t, capability.name) in voted
             and voted[(t, capability.name)].value == LabelValue.LACKING
         ]
-        stats.append(CapabilityStats(
-            capability=capability,
-            cov=[c for c, _, _, _ in per_run],
-            er_minus=[e for _, e, _, _ in per_run],
-            er_plus=[e for _, _, e, _ in per_run],
-            delta=[d for _, _, _, d in per_run],
-            runs_passed=passed,
-            selected=passed >= params.k,
-            delta_mean=_mean_delta(counts.sum(axis=1), total_failed),
-            delta_ci=bootstrap_delta(counts, failures, params.bootstrap, params.seed),
-            paired_delta=paired,
-            paired_tasks=paired_tasks,
-            explained_failures=explained,
-        ))
+        stats.append(
+            CapabilityStats(
+                capability=capability,
+                cov=[c for c, _, _, _ in per_run],
+                er_minus=[e for _, e, _, _ in per_run],
+                er_plus=[e for _, _, e, _ in per_run],
+                delta=[d for _, _, _, d in per_run],
+                runs_passed=passed,
+                selected=passed >= params.k,
+                delta_mean=_mean_delta(counts.sum(axis=1), total_failed),
+                delta_ci=bootstrap_delta(counts, failures, params.bootstrap, params.seed),
+                paired_delta=paired,
+                paired_tasks=paired_tasks,
+                explained_failures=explained,
+            )
+        )
     selected = sorted((s for s in stats if s.selected), key=lambda s: -(s.delta_mean or 0.0))
     return CapabilityReport(
         capabilities=stats,
         selected=[s.capability.name for s in selected],
         union_coverage=union_coverage([s.capability.name for s in selected], voted, outcomes),
-        params={"rho": params.rho, "delta": params.delta, "k": params.k, "n": params.n,
-                "runs_seen": len(runs), "bootstrap": params.bootstrap, "seed": params.seed,
-                "counted_failures": total_failed, "counted_successes": len(outcomes) - total_failed},
+        params={
+            "rho": params.rho,
+            "delta": params.delta,
+            "k": params.k,
+            "n": params.n,
+            "runs_seen": len(runs),
+            "bootstrap": params.bootstrap,
+            "seed": params.seed,
+            "counted_failures": total_failed,
+            "counted_successes": len(outcomes) - total_failed,
+        },
     )
 
 
-def union_coverage(selected: list[str], voted: dict[tuple[str, str], Label], outcomes: dict[str, Outcome]) -> float | None:
+def union_coverage(
+    selected: list[str], voted: dict[tuple[str, str], Label], outcomes: dict[str, Outcome]
+) -> float | None:
     """Share of counted failures labelled LACKING (by vote over runs) on at least one selected capability."""
     failed = [t for t, o in outcomes.items() if not o.success]
-    covered = sum(any(voted.get((t, c)) is not None and voted[(t, c)].value == LabelValue.LACKING for c in selected)
-                  for t in failed)
+    covered = sum(
+        any(voted.get((t, c)) is not None and voted[(t, c)].value == LabelValue.LACKING for c in selected)
+        for t in failed
+    )
     return ratio(covered, len(failed))

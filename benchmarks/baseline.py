@@ -11,8 +11,8 @@ whole sequence left-padded) onto today's trainer class.
 """
 
 from __future__ import annotations
-
 import __future__
+
 import ast
 import re
 import subprocess
@@ -85,8 +85,13 @@ def baseline_trainer(trainer_class: type) -> type:
     methods = [node for node in old_class.body if isinstance(node, ast.FunctionDef) and node.name in _UPDATE_METHODS]
     policy_loss = old_module("adapters/policy_loss.py")
     namespace: dict[str, Any] = {**vars(policy_loss), "torch": torch, "np": np}
-    code = compile(ast.Module(body=methods, type_ignores=[]), f"{BASELINE}:adapters/grpo.py", "exec",
-                   flags=__future__.annotations.compiler_flag, dont_inherit=True)
+    code = compile(
+        ast.Module(body=methods, type_ignores=[]),
+        f"{BASELINE}:adapters/grpo.py",
+        "exec",
+        flags=__future__.annotations.compiler_flag,
+        dont_inherit=True,
+    )
     exec(code, namespace)
 
     def old_batch(self: Any, episodes: list[Episode], advantages: torch.Tensor) -> Any:

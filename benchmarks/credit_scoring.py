@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -61,11 +61,15 @@ def main() -> None:
             repeats,
         )
     (packed_s, packed_cpu, packed), (single_s, single_cpu, single) = timed["packed"], timed["single"]
-    print(f"trajectory {args.length} tokens, {len(boundaries)} boundaries, gold {len(gold)} tokens, "
-          f"{torch.get_num_threads()} threads, median of {repeats}")
+    print(
+        f"trajectory {args.length} tokens, {len(boundaries)} boundaries, gold {len(gold)} tokens, "
+        f"{torch.get_num_threads()} threads, median of {repeats}"
+    )
     print(f"per-prefix: {single_s * 1000:8.1f} ms wall {single_cpu * 1000:8.1f} ms CPU")
     print(f"packed:     {packed_s * 1000:8.1f} ms wall {packed_cpu * 1000:8.1f} ms CPU")
-    print(f"speed ratio packed/per-prefix: {single_s / packed_s:.2f}x wall, {single_cpu / packed_cpu:.2f}x CPU time (goal >= 3x)")
+    print(
+        f"speed ratio packed/per-prefix: {single_s / packed_s:.2f}x wall, {single_cpu / packed_cpu:.2f}x CPU time (goal >= 3x)"
+    )
     print(f"max |ℓ_packed - ℓ_per_prefix|: {(packed - single).abs().max().item():.2e}")
 
 

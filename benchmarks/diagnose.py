@@ -16,8 +16,8 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from tracegym.analysis.catalogue import catalogue_for
 from tracegym.analysis.detectors import label_deterministic
@@ -60,8 +60,10 @@ def main() -> int:
     print(f"  deterministic labelling        {label:7.3f} s  {count / label:9.0f} traj/s")
     print(f"  labelling + contrast + select  {whole:7.3f} s  {count / whole:9.0f} traj/s")
     ratio = ingest / label
-    print(f"labelling throughput / ingestion throughput = {ratio:.2f} (goal > {GOAL:.0f}: "
-          f"{'met' if ratio > GOAL else 'NOT met'}); whole diagnosis / ingestion = {ingest / whole:.2f}")
+    print(
+        f"labelling throughput / ingestion throughput = {ratio:.2f} (goal > {GOAL:.0f}: "
+        f"{'met' if ratio > GOAL else 'NOT met'}); whole diagnosis / ingestion = {ingest / whole:.2f}"
+    )
     return 0
 
 

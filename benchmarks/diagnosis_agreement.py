@@ -82,7 +82,10 @@ def bootstrap_kappas(labellings: list[list[tuple[str, str]]], resamples: int = 2
     drawn = np.random.default_rng(seed).integers(0, items, size=(resamples, items))
     kappas = np.empty((resamples, len(labellings)))
     for column, row in enumerate(cells):
-        counts = np.stack([(row[drawn] == cell).sum(axis=1) for cell in range(k * k)], axis=1).reshape(resamples, k, k) / items
+        counts = (
+            np.stack([(row[drawn] == cell).sum(axis=1) for cell in range(k * k)], axis=1).reshape(resamples, k, k)
+            / items
+        )
         observed = np.trace(counts, axis1=1, axis2=2)
         expected = (counts.sum(axis=2) * counts.sum(axis=1)).sum(axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -127,8 +130,11 @@ def load_items(split: str, data: Path, round_: int | None = None) -> list[Item]:
     """The reference entries of `split` (of sampling round `round_` only, when given), each joined
     to its trajectory ingested from the run file."""
     rounds = sample_rounds()
-    entries = [e for e in json.loads(REFERENCE.read_text(encoding="utf-8")) if e["split"] == split
-               and round_ in (None, rounds[(e["run_file"], e["sim_id"])])]
+    entries = [
+        e
+        for e in json.loads(REFERENCE.read_text(encoding="utf-8"))
+        if e["split"] == split and round_ in (None, rounds[(e["run_file"], e["sim_id"])])
+    ]
     files = sorted({e["run_file"] for e in entries})
     trajectories = {t.id: t for t in ingest_paths([data / "tau2" / "results" / f for f in files]).trajectories}
     return [Item(e, trajectories[f"{Path(e['run_file']).stem}/{e['sim_id']}"]) for e in entries]
@@ -136,15 +142,26 @@ def load_items(split: str, data: Path, round_: int | None = None) -> list[Item]:
 
 def reference_labels(items: list[Item]) -> list[Label]:
     """The reference as Label records (labeller "reference", run 0), evidence at the cited message."""
-    return [Label(trajectory_id=item.trajectory.id, capability=name, value=LabelValue(verdict["label"]),
-                  evidence=[Evidence(message_index=verdict["msg_idx"], quote=verdict["quote"] or "")],
-                  labeller="reference") for item in items for name, verdict in item.entry["labels"].items()]
+    return [
+        Label(
+            trajectory_id=item.trajectory.id,
+            capability=name,
+            value=LabelValue(verdict["label"]),
+            evidence=[Evidence(message_index=verdict["msg_idx"], quote=verdict["quote"] or "")],
+            labeller="reference",
+        )
+        for item in items
+        for name, verdict in item.entry["labels"].items()
+    ]
 
 
 def reference_selection(items: list[Item]) -> list[str]:
     """The capabilities the reference labels select, counting successes and agent-caused failures."""
-    outcomes = {i.trajectory.id: Outcome(task_key(i.trajectory), i.trajectory.success) for i in items
-                if i.trajectory.success or i.entry["failure_source"] == "agent"}
+    outcomes = {
+        i.trajectory.id: Outcome(task_key(i.trajectory), i.trajectory.success)
+        for i in items
+        if i.trajectory.success or i.entry["failure_source"] == "agent"
+    }
     capabilities = catalogue_for({i.trajectory.source.benchmark for i in items})
     return select(capabilities, reference_labels(items), outcomes, SelectionConfig(bootstrap=0)).selected
 
@@ -172,7 +189,9 @@ def labelled(voted: dict[tuple[str, str], Label], item: Item, name: str) -> str:
 def capability_agreement(items: list[Item], voted: dict[tuple[str, str], Label], names: list[str]) -> list[str]:
     """Lines of the κ table (pooled and per domain) and the pooled confusion matrices."""
     domains = sorted({i.domain for i in items})
-    lines = [f"{'capability':<28} {'κ3 [95% interval]':>20} {'κ2':>6}   " + "  ".join(f"{d + ' κ3':>12}" for d in domains)]
+    lines = [
+        f"{'capability':<28} {'κ3 [95% interval]':>20} {'κ2':>6}   " + "  ".join(f"{d + ' κ3':>12}" for d in domains)
+    ]
     matrices = []
     for name in names:
         pairs = {d: [] for d in domains}
@@ -180,11 +199,15 @@ def capability_agreement(items: list[Item], voted: dict[tuple[str, str], Label],
             pairs[item.domain].append((item.entry["labels"][name]["label"], labelled(voted, item, name)))
         pooled = [p for d in domains for p in pairs[d]]
         binary = [(a == "LACKING", b == "LACKING") for a, b in pooled]
-        lines.append(f"{name:<28} {kappa_with_interval(pooled):>20} {_fmt(kappa(binary)):>6}   "
-                     + "  ".join(f"{_fmt(kappa(pairs[d])):>12}" for d in domains))
+        lines.append(
+            f"{name:<28} {kappa_with_interval(pooled):>20} {_fmt(kappa(binary)):>6}   "
+            + "  ".join(f"{_fmt(kappa(pairs[d])):>12}" for d in domains)
+        )
         counts = Counter(pooled)
-        matrices.append(f"  {name}: reference rows NA/PRESENT/LACKING, labeller columns: "
-                        + " | ".join(" ".join(f"{counts[(a, b)]:>2}" for b in VALUES) for a in VALUES))
+        matrices.append(
+            f"  {name}: reference rows NA/PRESENT/LACKING, labeller columns: "
+            + " | ".join(" ".join(f"{counts[(a, b)]:>2}" for b in VALUES) for a in VALUES)
+        )
     return lines + ["confusion matrices (3-class, pooled):"] + matrices
 
 
@@ -195,7 +218,11 @@ def reader_agreement(items: list[Item], voted: dict[tuple[str, str], Label], nam
     if not SECOND.is_file():
         return []
     second = {(e["run_file"], e["sim_id"]): e for e in json.loads(SECOND.read_text(encoding="utf-8"))}
-    shared = [(i, second[(i.entry["run_file"], i.entry["sim_id"])]) for i in items if (i.entry["run_file"], i.entry["sim_id"]) in second]
+    shared = [
+        (i, second[(i.entry["run_file"], i.entry["sim_id"])])
+        for i in items
+        if (i.entry["run_file"], i.entry["sim_id"]) in second
+    ]
     if not shared:
         return []
     lines = [f"second reading of {len(shared)} of these, κ3: reference-second, labeller-reference, labeller-second"]
@@ -203,10 +230,17 @@ def reader_agreement(items: list[Item], voted: dict[tuple[str, str], Label], nam
         reference = [i.entry["labels"][name]["label"] for i, _ in shared]
         other = [e["labels"][name]["label"] for _, e in shared]
         labeller = [labelled(voted, i, name) for i, _ in shared]
-        lines.append(f"  {name:<28} " + "  ".join(f"{_fmt(kappa(list(zip(a, b)))):>6}"
-                                                  for a, b in ((reference, other), (labeller, reference), (labeller, other))))
+        lines.append(
+            f"  {name:<28} "
+            + "  ".join(
+                f"{_fmt(kappa(list(zip(a, b)))):>6}"
+                for a, b in ((reference, other), (labeller, reference), (labeller, other))
+            )
+        )
     sources = [(i.entry["failure_source"], e["failure_source"]) for i, e in shared if not i.trajectory.success]
-    lines.append(f"  failure source, reference-second: {sum(a == b for a, b in sources)}/{len(sources)} agree, κ {_fmt(kappa(sources))}")
+    lines.append(
+        f"  failure source, reference-second: {sum(a == b for a, b in sources)}/{len(sources)} agree, κ {_fmt(kappa(sources))}"
+    )
     return lines
 
 
@@ -229,20 +263,30 @@ def evidence_located(items: list[Item], voted: dict[tuple[str, str], Label], nam
     for item in items:
         for name in names:
             reference, label = item.entry["labels"][name], voted.get((item.trajectory.id, name))
-            if reference["label"] == "LACKING" and reference["msg_idx"] is not None and label and label.value == LabelValue.LACKING:
+            if (
+                reference["label"] == "LACKING"
+                and reference["msg_idx"] is not None
+                and label
+                and label.value == LabelValue.LACKING
+            ):
                 total += 1
                 hits += reference["msg_idx"] in {e.message_index for e in label.evidence}
     return hits, total
 
 
 def source_agreement(items: list[Item], diagnosis: Diagnosis) -> list[str]:
-    pairs = [(i.entry["failure_source"], diagnosis.sources[i.trajectory.id].source) for i in items
-             if not i.trajectory.success and i.entry["failure_source"]]
+    pairs = [
+        (i.entry["failure_source"], diagnosis.sources[i.trajectory.id].source)
+        for i in items
+        if not i.trajectory.success and i.entry["failure_source"]
+    ]
     counts = Counter(pairs)
     agreed = sum(a == b for a, b in pairs)
-    return [f"failure source: {agreed}/{len(pairs)} agree, κ {kappa_with_interval(pairs)}; reference rows "
-            f"{'/'.join(SOURCES)}, labeller columns: "
-            + " | ".join(" ".join(f"{counts[(a, b)]:>2}" for b in SOURCES) for a in SOURCES)]
+    return [
+        f"failure source: {agreed}/{len(pairs)} agree, κ {kappa_with_interval(pairs)}; reference rows "
+        f"{'/'.join(SOURCES)}, labeller columns: "
+        + " | ".join(" ".join(f"{counts[(a, b)]:>2}" for b in SOURCES) for a in SOURCES)
+    ]
 
 
 def selection_agreement(items: list[Item], judge: JudgeConfig) -> tuple[list[str], bool]:
@@ -253,12 +297,16 @@ def selection_agreement(items: list[Item], judge: JudgeConfig) -> tuple[list[str
         reference = reference_selection(members)
         match = sorted(labeller) == sorted(reference)
         all_match &= match
-        lines.append(f"selection {name:<8} {'same' if match else 'DIFFERENT'}: labeller {sorted(labeller)}, "
-                     f"reference {sorted(reference)}")
+        lines.append(
+            f"selection {name:<8} {'same' if match else 'DIFFERENT'}: labeller {sorted(labeller)}, "
+            f"reference {sorted(reference)}"
+        )
     return lines, all_match
 
 
-def item_lines(items: list[Item], diagnosis: Diagnosis, voted: dict[tuple[str, str], Label], names: list[str]) -> list[str]:
+def item_lines(
+    items: list[Item], diagnosis: Diagnosis, voted: dict[tuple[str, str], Label], names: list[str]
+) -> list[str]:
     """Per-trajectory disagreements with the labeller's first evidence (tune half only)."""
     lines = []
     for number, item in enumerate(items):
@@ -266,23 +314,36 @@ def item_lines(items: list[Item], diagnosis: Diagnosis, voted: dict[tuple[str, s
         source = diagnosis.sources.get(tid)
         head = f"[{number}] {tid} task {item.trajectory.task_id} reward {item.trajectory.reward}"
         if source and item.entry["failure_source"] and source.source != item.entry["failure_source"]:
-            lines.append(f"{head} SOURCE reference {item.entry['failure_source']} labeller {source.source}: {source.reason}")
+            lines.append(
+                f"{head} SOURCE reference {item.entry['failure_source']} labeller {source.source}: {source.reason}"
+            )
         for name in names:
             label = voted.get((tid, name))
             reference = item.entry["labels"][name]["label"]
             if label and label.value.value != reference:
                 shown = label.evidence[0] if label.evidence else None
-                lines.append(f"{head} {name}: reference {reference} labeller {label.value.value}"
-                             + (f" [msg {shown.message_index}] {shown.quote[:160]}" if shown else ""))
+                lines.append(
+                    f"{head} {name}: reference {reference} labeller {label.value.value}"
+                    + (f" [msg {shown.message_index}] {shown.quote[:160]}" if shown else "")
+                )
     return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--split", choices=("tune", "test"), default="test", help="half of the reference (default test)")
-    parser.add_argument("--round", type=int, choices=sorted(set(sample_rounds().values())), dest="round_",
-                        help="only the trajectories of this sampling round")
-    parser.add_argument("--folds", type=int, default=0, help="also κ3 per capability on this many folds by run file (default 0: none)")
+    parser.add_argument(
+        "--split", choices=("tune", "test"), default="test", help="half of the reference (default test)"
+    )
+    parser.add_argument(
+        "--round",
+        type=int,
+        choices=sorted(set(sample_rounds().values())),
+        dest="round_",
+        help="only the trajectories of this sampling round",
+    )
+    parser.add_argument(
+        "--folds", type=int, default=0, help="also κ3 per capability on this many folds by run file (default 0: none)"
+    )
     parser.add_argument("--items", action="store_true", help="list per-trajectory disagreements (tune half only)")
     add_config_arguments(parser, JudgeConfig)
     args = parser.parse_args(argv)
@@ -295,15 +356,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     items = load_items(args.split, data, args.round_)
     if not items:
-        parser.error(f"{REFERENCE}: no labelled trajectories on the {args.split} half"
-                     + (f" of round {args.round_} (not merged yet?)" if args.round_ else ""))
+        parser.error(
+            f"{REFERENCE}: no labelled trajectories on the {args.split} half"
+            + (f" of round {args.round_} (not merged yet?)" if args.round_ else "")
+        )
     diagnosis = run_labeller(items, judge)
     voted = voted_values(diagnosis)
     names = list(items[0].entry["labels"])
     failures = sum(not i.trajectory.success for i in items)
     part = f" (round {args.round_})" if args.round_ else ""
-    print(f"{args.split} half{part}: {len(items)} trajectories ({failures} failures), labeller "
-          f"{diagnosis.report.params.get('labeller')}")
+    print(
+        f"{args.split} half{part}: {len(items)} trajectories ({failures} failures), labeller "
+        f"{diagnosis.report.params.get('labeller')}"
+    )
     for line in capability_agreement(items, voted, names):
         print(line)
     for line in reader_agreement(items, voted, names):

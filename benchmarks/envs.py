@@ -79,18 +79,24 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1 s per measurement instead of 3 s")
     parser.add_argument("--seconds", type=float, default=None)
     parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--degenerate-seeds", type=int, default=200, help="seeds per family and policy (0: skip the table)")
+    parser.add_argument(
+        "--degenerate-seeds", type=int, default=200, help="seeds per family and policy (0: skip the table)"
+    )
     args = parser.parse_args()
     seconds = args.seconds or (1.0 if args.quick else 3.0)
-    print(f"{'family':28s} {'verified/s':>11s} {'goal':>7s} {'ratio':>7s} {'rejected':>9s} {'gen only/s':>11s} {'json rt/s':>10s}"
-          f"  (workers={args.workers})")
+    print(
+        f"{'family':28s} {'verified/s':>11s} {'goal':>7s} {'ratio':>7s} {'rejected':>9s} {'gen only/s':>11s} {'json rt/s':>10s}"
+        f"  (workers={args.workers})"
+    )
     for index, family in enumerate(families()):
         base = 50_000_000 + index * 1_000_000_000
         full, rejected = measure(family, seconds, args.workers, "full", base)
         generate, _ = measure(family, seconds / 2, args.workers, "generate", base + 500_000_000)
         round_trip, _ = measure(family, seconds / 2, 1, "json", base)
         goal = GOALS.get(family, TOOL_GOAL)
-        print(f"{family:28s} {full:11.1f} {goal:7.0f} {full / goal:6.2f}x {rejected:9.1%} {generate:11.1f} {round_trip:10.1f}")
+        print(
+            f"{family:28s} {full:11.1f} {goal:7.0f} {full / goal:6.2f}x {rejected:9.1%} {generate:11.1f} {round_trip:10.1f}"
+        )
     if args.degenerate_seeds:
         degenerate_table(args.degenerate_seeds)
 
@@ -103,7 +109,11 @@ def degenerate_table(seeds: int) -> None:
     print(f"\ndegenerate policies: mean reward over {seeds} seeds at default knobs (band starts at {band})")
     print(f"{'family':28s} " + " ".join(f"{name:>21s}" for name in names) + f" {'worst/band':>11s}")
     for family, means in rows.items():
-        print(f"{family:28s} " + " ".join(f"{means[name]:21.3f}" for name in names) + f" {max(means.values()) / band:10.2f}x")
+        print(
+            f"{family:28s} "
+            + " ".join(f"{means[name]:21.3f}" for name in names)
+            + f" {max(means.values()) / band:10.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -21,7 +21,9 @@ TOOL_TURNS = 3
 
 
 def _log_excerpt(seed: int, turn: int) -> str:
-    return "\nlog:\n" + "\n".join(f"{seed}.{turn}.{line:02d} record {line * 37 % 101} checked, unchanged" for line in range(14))
+    return "\nlog:\n" + "\n".join(
+        f"{seed}.{turn}.{line:02d} record {line * 37 % 101} checked, unchanged" for line in range(14)
+    )
 
 
 class FourTurnEnv(get_family(FAMILY)):  # type: ignore[misc]

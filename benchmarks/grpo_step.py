@@ -25,7 +25,8 @@ import functools
 import tempfile
 import time
 from collections import defaultdict
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from baseline import BASELINE, baseline_trainer, old_backend, replay_rollouts
@@ -81,8 +82,17 @@ def baseline_step(trainer: Any, episodes: list[Episode], params: SamplingConfig,
 
 def main() -> None:
     _, group, new_tokens, rounds = engine_arguments(__doc__.splitlines()[0])
-    config = TurnGRPOConfig(steps=rounds, groups_per_step=1, group_size=group, micro_batch_size=2, hint_fraction=0.25,
-                        credit=CreditConfig(credit="trace"), lora_rank=16, max_redraws=0, bf16=True)
+    config = TurnGRPOConfig(
+        steps=rounds,
+        groups_per_step=1,
+        group_size=group,
+        micro_batch_size=2,
+        hint_fraction=0.25,
+        credit=CreditConfig(credit="trace"),
+        lora_rank=16,
+        max_redraws=0,
+        bf16=True,
+    )
     rollout = RolloutConfig(temperature=1.0, max_new_tokens=new_tokens)
     # the untrained model rambles until the token budget, which would end episodes after one turn
     grpo.SamplingConfig = functools.partial(SamplingConfig, stop=STOP)  # type: ignore[attr-defined]
@@ -90,7 +100,9 @@ def main() -> None:
     trainers = {}
     for name, cls in (("new", TurnGRPOTrainer), ("old", baseline_trainer(TurnGRPOTrainer))):
         model, tokenizer = load_model()
-        trainers[name] = cls(attach_lora(model, rank=config.lora_rank), tokenizer, four_turn_env, config, rollout, f"{out}/{name}")
+        trainers[name] = cls(
+            attach_lora(model, rank=config.lora_rank), tokenizer, four_turn_env, config, rollout, f"{out}/{name}"
+        )
     seconds: dict[str, dict[str, float]] = {"new": {}, "old": {}}
     played: list[list[Episode]] = [[]]
     timed(trainers["new"], seconds["new"], played)
@@ -109,9 +121,11 @@ def main() -> None:
 
     episodes = played[0]
     turns = [e.turn_ids.count(k) for e in episodes for k in range(max(e.turn_ids) + 1)]
-    print(f"one GRPO step: {len(episodes)} episodes (four-turn: {sum(max(e.turn_ids) == 3 for e in episodes)}), "
-          f"{sum(turns) / len(turns):.1f} sampled tokens a turn, kept {record['kept_groups']} group(s), "
-          f"{record['train_tokens']:.0f} trained tokens, {torch.get_num_threads()} threads, best of {rounds} rounds")
+    print(
+        f"one GRPO step: {len(episodes)} episodes (four-turn: {sum(max(e.turn_ids) == 3 for e in episodes)}), "
+        f"{sum(turns) / len(turns):.1f} sampled tokens a turn, kept {record['kept_groups']} group(s), "
+        f"{record['train_tokens']:.0f} trained tokens, {torch.get_num_threads()} threads, best of {rounds} rounds"
+    )
     for name, label in (("new", "new step"), ("old", f"{BASELINE} step, same episodes")):
         split = ", ".join(f"{phase} {phases[name][phase]:.1f} s" for phase in PHASES)
         print(f"{label}: {clocks[name].wall:.1f} s wall, {clocks[name].cpu:.1f} s CPU ({split})")

@@ -18,8 +18,8 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from tqdm import tqdm
 

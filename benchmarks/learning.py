@@ -61,14 +61,49 @@ WARM_START_DEFAULT = (2, 1)
 # 135M model's sampled reward lies under the band from any warm start greedy decoding does not solve
 # (error_recovery 5x3: 0.17 at 1.0, 0.27 at 0.7 on the probe's training seeds; README, "Learning").
 TEMPERATURE = 0.7
-FULL: dict[str, Any] = dict(model=DEFAULT_MODEL, steps=TurnGRPOConfig.steps, groups=1, group_size=8, micro_batch=2, heldout=32,
-                            sampled=2, max_new_tokens=None, seeds=3, lr=TurnGRPOConfig.learning_rate, warm_start=WARM_START,
-                            bf16=True, redraws=TurnGRPOConfig.max_redraws, temperature=TEMPERATURE)
-QUICK: dict[str, Any] = dict(model=TINY_MODEL, steps=2, groups=1, group_size=2, micro_batch=2, heldout=3, sampled=1,
-                             max_new_tokens=8, seeds=1, lr=TurnGRPOConfig.learning_rate, warm_start={}, bf16=False, redraws=0,
-                             temperature=RolloutConfig.temperature)
+FULL: dict[str, Any] = dict(
+    model=DEFAULT_MODEL,
+    steps=TurnGRPOConfig.steps,
+    groups=1,
+    group_size=8,
+    micro_batch=2,
+    heldout=32,
+    sampled=2,
+    max_new_tokens=None,
+    seeds=3,
+    lr=TurnGRPOConfig.learning_rate,
+    warm_start=WARM_START,
+    bf16=True,
+    redraws=TurnGRPOConfig.max_redraws,
+    temperature=TEMPERATURE,
+)
+QUICK: dict[str, Any] = dict(
+    model=TINY_MODEL,
+    steps=2,
+    groups=1,
+    group_size=2,
+    micro_batch=2,
+    heldout=3,
+    sampled=1,
+    max_new_tokens=8,
+    seeds=1,
+    lr=TurnGRPOConfig.learning_rate,
+    warm_start={},
+    bf16=False,
+    redraws=0,
+    temperature=RolloutConfig.temperature,
+)
 FAMILIES = "precondition_verification,error_recovery"
-SETTING_FLAGS = ("steps", "seeds", "heldout", "sampled", "groups", "redraws", "lr", "temperature")  # command-line overrides of FULL / QUICK
+SETTING_FLAGS = (
+    "steps",
+    "seeds",
+    "heldout",
+    "sampled",
+    "groups",
+    "redraws",
+    "lr",
+    "temperature",
+)  # command-line overrides of FULL / QUICK
 
 
 def rollout_config(settings: dict[str, Any]) -> RolloutConfig:
@@ -100,7 +135,9 @@ def family_warm_start(text: str) -> tuple[str, tuple[int, int]]:
     """'precondition_verification=8x6' -> the family and its warm-start size."""
     family, _, size = text.partition("=")
     if not family or not size:
-        raise argparse.ArgumentTypeError(f"expected FAMILY=DIALOGUESxSTEPS, e.g. precondition_verification=8x6; got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected FAMILY=DIALOGUESxSTEPS, e.g. precondition_verification=8x6; got {text!r}"
+        )
     return family_name(family), warm_start_size(size)
 
 
@@ -118,8 +155,10 @@ def warm_started(spec: EnvSpec, settings: dict[str, Any], lr: float, folder: Pat
     if metrics_file.is_file():
         kept = json.loads(metrics_file.read_text())["config"]
         if (kept["dialogues"], kept["steps"], kept["learning_rate"]) != (dialogues, steps, lr):
-            raise SystemExit(f"{folder}: holds a {kept['dialogues']}x{kept['steps']} warm start at lr {kept['learning_rate']}, "
-                             f"not the {dialogues}x{steps} at lr {lr} asked for; use another --out")
+            raise SystemExit(
+                f"{folder}: holds a {kept['dialogues']}x{kept['steps']} warm start at lr {kept['learning_rate']}, "
+                f"not the {dialogues}x{steps} at lr {lr} asked for; use another --out"
+            )
     else:
         base, tokenizer = load_base(settings["model"])
         seeds = range(spec.train_seeds[1] - config.dialogues, spec.train_seeds[1])
@@ -128,16 +167,26 @@ def warm_started(spec: EnvSpec, settings: dict[str, Any], lr: float, folder: Pat
     return json.loads(metrics_file.read_text())
 
 
-def warm_start_scored(spec: EnvSpec, settings: dict[str, Any], lr: float, out: Path,
-                      rollout: RolloutConfig) -> tuple[dict[str, Any], HeldoutScores]:
+def warm_start_scored(
+    spec: EnvSpec, settings: dict[str, Any], lr: float, out: Path, rollout: RolloutConfig
+) -> tuple[dict[str, Any], HeldoutScores]:
     """The family's warm start in out/warm_start (trained or reused) and its held-out scores."""
     warm = warm_started(spec, settings, lr, out / "warm_start")
     model, tokenizer = load_base(settings["model"])
-    before = scored(out / "heldout_before.json", attach_lora(model, adapter_dir=out / "warm_start"), tokenizer, spec, settings, rollout)
+    before = scored(
+        out / "heldout_before.json",
+        attach_lora(model, adapter_dir=out / "warm_start"),
+        tokenizer,
+        spec,
+        settings,
+        rollout,
+    )
     return warm, before
 
 
-def scored(path: Path, policy: Any, tokenizer: Any, spec: EnvSpec, settings: dict[str, Any], rollout: RolloutConfig) -> HeldoutScores:
+def scored(
+    path: Path, policy: Any, tokenizer: Any, spec: EnvSpec, settings: dict[str, Any], rollout: RolloutConfig
+) -> HeldoutScores:
     """Held-out scores of `policy`, cached in `path` with the temperature of its sampled episodes
     (a cache of other seeds, sample counts or temperature is refused)."""
     seeds = list(range(spec.eval_seeds[0], spec.eval_seeds[0] + settings["heldout"]))
@@ -149,37 +198,72 @@ def scored(path: Path, policy: Any, tokenizer: Any, spec: EnvSpec, settings: dic
     differ = [key for key, value in asked.items() if kept.get(key) != value]
     if differ:
         held = f"{len(kept['seeds'])} seeds, {kept['sampled_rollouts']} samples each at temperature {kept.get('temperature')}"
-        raise SystemExit(f"{path}: holds {held}, not the {settings['heldout']} seeds, {settings['sampled']} samples at "
-                         f"temperature {rollout.temperature} asked for; use another --out, or delete the heldout_*.json files "
-                         "to score the runs again")
+        raise SystemExit(
+            f"{path}: holds {held}, not the {settings['heldout']} seeds, {settings['sampled']} samples at "
+            f"temperature {rollout.temperature} asked for; use another --out, or delete the heldout_*.json files "
+            "to score the runs again"
+        )
     return HeldoutScores.from_dict(kept)
 
 
-def trainer_from_warm_start(spec: EnvSpec, settings: dict[str, Any], credit: str, seed: int, lr: float, warm: Path,
-                            folder: Path, rollout: RolloutConfig) -> TurnGRPOTrainer:
+def trainer_from_warm_start(
+    spec: EnvSpec,
+    settings: dict[str, Any],
+    credit: str,
+    seed: int,
+    lr: float,
+    warm: Path,
+    folder: Path,
+    rollout: RolloutConfig,
+) -> TurnGRPOTrainer:
     """A GRPO trainer (resumed from `folder` if it holds a checkpoint) of the warm start in `warm`,
     π_ref the frozen warm start, flat groups redrawn up to `settings["redraws"]` rounds a step."""
     model, tokenizer = load_base(settings["model"])
     policy = add_reference(attach_lora(model, adapter_dir=warm), warm)
-    config = TurnGRPOConfig(steps=settings["steps"], groups_per_step=settings["groups"], group_size=settings["group_size"],
-                        micro_batch_size=settings["micro_batch"], learning_rate=lr, max_redraws=settings["redraws"],
-                        credit=CreditConfig(credit=credit), seed=seed, save_every=settings["steps"], bf16=settings["bf16"])
-    trainer = TurnGRPOTrainer(policy, tokenizer, env_factory_for(spec), config, rollout, folder, train_seeds=spec.train_seeds)
+    config = TurnGRPOConfig(
+        steps=settings["steps"],
+        groups_per_step=settings["groups"],
+        group_size=settings["group_size"],
+        micro_batch_size=settings["micro_batch"],
+        learning_rate=lr,
+        max_redraws=settings["redraws"],
+        credit=CreditConfig(credit=credit),
+        seed=seed,
+        save_every=settings["steps"],
+        bf16=settings["bf16"],
+    )
+    trainer = TurnGRPOTrainer(
+        policy, tokenizer, env_factory_for(spec), config, rollout, folder, train_seeds=spec.train_seeds
+    )
     trainer.resume()
     return trainer
 
 
-def train_run(spec: EnvSpec, settings: dict[str, Any], credit: str, seed: int, lr: float, out: Path,
-              rollout: RolloutConfig, progress: bool) -> dict[str, Any]:
+def train_run(
+    spec: EnvSpec,
+    settings: dict[str, Any],
+    credit: str,
+    seed: int,
+    lr: float,
+    out: Path,
+    rollout: RolloutConfig,
+    progress: bool,
+) -> dict[str, Any]:
     """One GRPO run from the warm start in out/warm_start; its training records and held-out scores."""
     folder = out / f"{credit}_{seed}"
     trainer = trainer_from_warm_start(spec, settings, credit, seed, lr, out / "warm_start", folder, rollout)
     trainer.train(progress=progress)
     after = scored(folder / "heldout_after.json", trainer.policy, trainer.tokenizer, spec, settings, rollout)
     records = read_log(folder)
-    return {"credit": credit, "seed": seed, "after": after.to_dict(),
-            "train_reward": [r["reward_mean"] for r in records], "kept_groups": [r["kept_groups"] for r in records],
-            "rollouts": sum(r["rollouts"] for r in records), "train_seconds": sum(r["step_seconds"] for r in records)}
+    return {
+        "credit": credit,
+        "seed": seed,
+        "after": after.to_dict(),
+        "train_reward": [r["reward_mean"] for r in records],
+        "kept_groups": [r["kept_groups"] for r in records],
+        "rollouts": sum(r["rollouts"] for r in records),
+        "train_seconds": sum(r["step_seconds"] for r in records),
+    }
 
 
 def run_names(seeds: int) -> list[str]:
@@ -191,15 +275,35 @@ def spread_runs(family: str, settings: dict[str, Any], args: argparse.Namespace,
     """Train and score the family's runs in `args.jobs` processes of this script (`--only`, one torch
     thread each, output in out/job_K.log), dealt in turn; returns when all have finished."""
     runs = run_names(settings["seeds"])
-    passed = [f"--{key.replace('_', '-')}={value}" for key, value in vars(args).items()
-              if key in (*SETTING_FLAGS, "warm_lr") and value is not None]
+    passed = [
+        f"--{key.replace('_', '-')}={value}"
+        for key, value in vars(args).items()
+        if key in (*SETTING_FLAGS, "warm_lr") and value is not None
+    ]
     passed += [f"--warm-start={family}={dialogues}x{steps}" for family, (dialogues, steps) in args.warm_start]
     jobs = []
     for number in range(min(args.jobs, len(runs))):
-        command = [sys.executable, __file__, "--out", str(out.parent), "--families", family, "--only", ",".join(runs[number::args.jobs]),
-                   *passed, *(["--quick"] if args.quick else [])]
+        command = [
+            sys.executable,
+            __file__,
+            "--out",
+            str(out.parent),
+            "--families",
+            family,
+            "--only",
+            ",".join(runs[number :: args.jobs]),
+            *passed,
+            *(["--quick"] if args.quick else []),
+        ]
         log = (out / f"job_{number}.log").open("w")
-        jobs.append((subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "OMP_NUM_THREADS": "1"}), log))
+        jobs.append(
+            (
+                subprocess.Popen(
+                    command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "OMP_NUM_THREADS": "1"}
+                ),
+                log,
+            )
+        )
     for process, log in jobs:
         process.wait()
         log.close()
@@ -214,8 +318,11 @@ def run_family(family: str, settings: dict[str, Any], args: argparse.Namespace, 
     rollout = rollout_config(settings)
     started = time.perf_counter()
     warm, before = warm_start_scored(spec, settings, args.warm_lr, out, rollout)
-    print(f"{family} {spec.knobs}: warm start loss {warm['first_loss']:.3f} -> {warm['final_loss']:.3f}; held-out "
-          f"reward {before.summary()['greedy_reward']['mean']:.3f} greedy", flush=True)
+    print(
+        f"{family} {spec.knobs}: warm start loss {warm['first_loss']:.3f} -> {warm['final_loss']:.3f}; held-out "
+        f"reward {before.summary()['greedy_reward']['mean']:.3f} greedy",
+        flush=True,
+    )
     if args.jobs > 1 and not args.only:
         spread_runs(family, settings, args, out)
     runs = []
@@ -224,36 +331,73 @@ def run_family(family: str, settings: dict[str, Any], args: argparse.Namespace, 
             if args.only and f"{credit}:{seed}" not in args.only:
                 continue
             runs.append(train_run(spec, settings, credit, seed, settings["lr"], out, rollout, progress=not args.quick))
-            print(f"  {credit} seed {seed}: train reward per step {', '.join(f'{r:.2f}' for r in runs[-1]['train_reward'])}; "
-                  f"held-out greedy {runs[-1]['after']['summary']['greedy_reward']['mean']:.3f}", flush=True)
-    return {"family": family, "knobs": spec.knobs, "warm_start": warm, "before": before.to_dict(), "runs": runs,
-            "seconds": time.perf_counter() - started}
+            print(
+                f"  {credit} seed {seed}: train reward per step {', '.join(f'{r:.2f}' for r in runs[-1]['train_reward'])}; "
+                f"held-out greedy {runs[-1]['after']['summary']['greedy_reward']['mean']:.3f}",
+                flush=True,
+            )
+    return {
+        "family": family,
+        "knobs": spec.knobs,
+        "warm_start": warm,
+        "before": before.to_dict(),
+        "runs": runs,
+        "seconds": time.perf_counter() - started,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="seconds-long smoke on the tiny random model")
-    parser.add_argument("--families", default=FAMILIES, type=lambda text: ",".join(map(family_name, text.split(","))),
-                        help=f"comma-separated families (default {FAMILIES})")
+    parser.add_argument(
+        "--families",
+        default=FAMILIES,
+        type=lambda text: ",".join(map(family_name, text.split(","))),
+        help=f"comma-separated families (default {FAMILIES})",
+    )
     parser.add_argument("--steps", type=int, help=f"GRPO steps per run (default {FULL['steps']})")
     parser.add_argument("--seeds", type=int, help=f"training seeds per credit (default {FULL['seeds']})")
     parser.add_argument("--heldout", type=int, help=f"held-out seeds (default {FULL['heldout']})")
     parser.add_argument("--sampled", type=int, help=f"sampled episodes per held-out seed (default {FULL['sampled']})")
     parser.add_argument("--groups", type=int, help=f"groups per GRPO step (default {FULL['groups']})")
-    parser.add_argument("--redraws", type=int, help=f"rounds a step may redraw flat groups (default {FULL['redraws']}, "
-                                                     f"TurnGRPOConfig's; 0: equal rollouts in every run)")
+    parser.add_argument(
+        "--redraws",
+        type=int,
+        help=f"rounds a step may redraw flat groups (default {FULL['redraws']}, "
+        f"TurnGRPOConfig's; 0: equal rollouts in every run)",
+    )
     parser.add_argument("--lr", type=float, help=f"GRPO learning rate (default {FULL['lr']}, TurnGRPOConfig's)")
-    parser.add_argument("--temperature", type=float,
-                        help=f"rollout temperature, in training and the sampled held-out episodes (default {FULL['temperature']})")
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        help=f"rollout temperature, in training and the sampled held-out episodes (default {FULL['temperature']})",
+    )
     parser.add_argument("--warm-lr", type=float, default=WarmStartConfig.learning_rate, help="warm-start learning rate")
-    parser.add_argument("--warm-start", type=family_warm_start, action="append", default=[], metavar="FAMILY=DxS",
-                        help="a family's warm-start size, DIALOGUES x SFT STEPS (default WARM_START's; repeatable)")
-    parser.add_argument("--out", type=Path, help="keep run folders, result.json and curves.png here (default: a temporary folder)")
-    parser.add_argument("--only", type=lambda text: set(text.split(",")), default=set(), metavar="CREDIT:SEED,...",
-                        help="train and score only these runs, then stop (to spread a family's runs over processes sharing "
-                             "--out; a later run without --only reuses them and writes the comparison)")
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="train a family's runs in this many processes of one torch thread each (default 1: here)")
+    parser.add_argument(
+        "--warm-start",
+        type=family_warm_start,
+        action="append",
+        default=[],
+        metavar="FAMILY=DxS",
+        help="a family's warm-start size, DIALOGUES x SFT STEPS (default WARM_START's; repeatable)",
+    )
+    parser.add_argument(
+        "--out", type=Path, help="keep run folders, result.json and curves.png here (default: a temporary folder)"
+    )
+    parser.add_argument(
+        "--only",
+        type=lambda text: set(text.split(",")),
+        default=set(),
+        metavar="CREDIT:SEED,...",
+        help="train and score only these runs, then stop (to spread a family's runs over processes sharing "
+        "--out; a later run without --only reuses them and writes the comparison)",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="train a family's runs in this many processes of one torch thread each (default 1: here)",
+    )
     args = parser.parse_args(argv)
     settings = dict(QUICK if args.quick else FULL)
     settings.update({key: getattr(args, key) for key in SETTING_FLAGS if getattr(args, key) is not None})
@@ -266,15 +410,22 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(error))
     unknown = args.only - set(run_names(settings["seeds"]))
     if unknown:
-        parser.error(f"--only: no such run {', '.join(sorted(unknown))} (runs are CREDIT:SEED, credits {', '.join(CREDITS)}, "
-                     f"seeds 0..{settings['seeds'] - 1})")
+        parser.error(
+            f"--only: no such run {', '.join(sorted(unknown))} (runs are CREDIT:SEED, credits {', '.join(CREDITS)}, "
+            f"seeds 0..{settings['seeds'] - 1})"
+        )
     with tempfile.TemporaryDirectory(prefix="tracegym-learning-") as scratch:
         out = args.out or Path(scratch)
         families = [run_family(family, settings, args, out / family) for family in args.families.split(",")]
         if args.only:
             return 0
-        result = {"settings": settings, "lr": settings["lr"], "warm_lr": args.warm_lr, "credits": list(CREDITS),
-                  "families": [{**family, "comparison": summarise(family, CREDITS)} for family in families]}
+        result = {
+            "settings": settings,
+            "lr": settings["lr"],
+            "warm_lr": args.warm_lr,
+            "credits": list(CREDITS),
+            "families": [{**family, "comparison": summarise(family, CREDITS)} for family in families],
+        }
         (out / "result.json").write_text(json.dumps(result, indent=2))
         plot_curves(result, out / "curves.png")
         report(result)

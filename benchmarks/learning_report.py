@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import matplotlib
 
@@ -26,7 +27,10 @@ def summarise(family: dict[str, Any], credits: Sequence[str]) -> dict[str, Any]:
     credit minus the second; whether the warm start's mean reward lies in the calibration band."""
     before = family["before"]
     metrics = [m for m in METRICS if before[m]]
-    after = {credit: {m: mean_after([r for r in family["runs"] if r["credit"] == credit], m) for m in metrics} for credit in credits}
+    after = {
+        credit: {m: mean_after([r for r in family["runs"] if r["credit"] == credit], m) for m in metrics}
+        for credit in credits
+    }
     band = CalibrationConfig()
     warm_reward = float(np.mean(before["sampled_reward"] or before["greedy_reward"]))
     first, second = credits
@@ -51,19 +55,27 @@ def report(result: dict[str, Any]) -> None:
     settings = result["settings"]
     for family in result["families"]:
         comparison, before = family["comparison"], family["before"]["summary"]
-        rollouts = "; ".join(f"{credit} {[r['rollouts'] for r in family['runs'] if r['credit'] == credit]}"
-                             for credit in result["credits"])
-        print(f"\n{family['family']} {family['knobs']}: {settings['seeds']} training seeds per credit, "
-              f"rollouts per run ({settings.get('redraws', 0)} redraw rounds a step) {rollouts}, lr {result['lr']}, "
-              f"{before['greedy_reward']['n']} held-out seeds, "
-              f"{sum(r['train_seconds'] for r in family['runs']) / 60:.1f} min of GRPO steps, "
-              f"{family['seconds'] / 60:.1f} min wall (less any work reused from the folder)")
-        print(f"warm start mean reward {comparison['warm_start_reward']:.3f} "
-              f"({'in' if comparison['warm_start_in_band'] else 'NOT in'} band {comparison['band']})")
+        rollouts = "; ".join(
+            f"{credit} {[r['rollouts'] for r in family['runs'] if r['credit'] == credit]}"
+            for credit in result["credits"]
+        )
+        print(
+            f"\n{family['family']} {family['knobs']}: {settings['seeds']} training seeds per credit, "
+            f"rollouts per run ({settings.get('redraws', 0)} redraw rounds a step) {rollouts}, lr {result['lr']}, "
+            f"{before['greedy_reward']['n']} held-out seeds, "
+            f"{sum(r['train_seconds'] for r in family['runs']) / 60:.1f} min of GRPO steps, "
+            f"{family['seconds'] / 60:.1f} min wall (less any work reused from the folder)"
+        )
+        print(
+            f"warm start mean reward {comparison['warm_start_reward']:.3f} "
+            f"({'in' if comparison['warm_start_in_band'] else 'NOT in'} band {comparison['band']})"
+        )
         for metric, base in before.items():
             print(f"  {metric:16s} before {base['mean']:.3f}")
             for credit in result["credits"]:
-                print(f"  {'':16s} {credit:5s} after - before {_interval(comparison['after_minus_before'][credit][metric])}")
+                print(
+                    f"  {'':16s} {credit:5s} after - before {_interval(comparison['after_minus_before'][credit][metric])}"
+                )
             print(f"  {'':16s} {first} - {second}        {_interval(comparison[f'{first}_minus_{second}'][metric])}")
 
 

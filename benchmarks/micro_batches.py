@@ -35,7 +35,9 @@ class WholeWidth(GroupBatch):
 
     def micro_batches(self, size: int) -> list[tuple[torch.Tensor, GroupBatch]]:
         rows = torch.arange(len(self))
-        return [(rows[start : start + size], self.rows(rows[start : start + size])) for start in range(0, len(self), size)]
+        return [
+            (rows[start : start + size], self.rows(rows[start : start + size])) for start in range(0, len(self), size)
+        ]
 
 
 def forwarded(groups: list[GroupBatch]) -> int:
@@ -43,7 +45,9 @@ def forwarded(groups: list[GroupBatch]) -> int:
     return sum(micro.completion_ids.numel() for group in groups for _, micro in group.micro_batches(MICRO_BATCH))
 
 
-def gradients(trainer: TurnGRPOTrainer, groups: list[GroupBatch], tokens: float, clock: Clock) -> tuple[float, torch.Tensor]:
+def gradients(
+    trainer: TurnGRPOTrainer, groups: list[GroupBatch], tokens: float, clock: Clock
+) -> tuple[float, torch.Tensor]:
     """(loss, flat LoRA gradient) of one update's backward passes over `groups`, timed by `clock`."""
     trainer.optimizer.zero_grad(set_to_none=True)
     trainer.model.train()
@@ -56,13 +60,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--family", type=family_name, default="error_recovery")
     parser.add_argument("--groups", type=int, default=2, help="GRPO groups of 8 rollouts (default 2)")
-    parser.add_argument("--rounds", type=int, default=2, help="alternating timing rounds; best of each is kept (default 2)")
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="alternating timing rounds; best of each is kept (default 2)"
+    )
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     parser.add_argument("--warm", type=Path, help="a warm_start folder of benchmarks/learning.py to reuse")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    spec, settings, scratch = rung_spec(args.family), {**FULL, "micro_batch": MICRO_BATCH}, Path(tempfile.mkdtemp(prefix="micro_"))
+    spec, settings, scratch = (
+        rung_spec(args.family),
+        {**FULL, "micro_batch": MICRO_BATCH},
+        Path(tempfile.mkdtemp(prefix="micro_")),
+    )
     warm = args.warm or scratch / "warm_start"
     warm_started(spec, settings, WarmStartConfig.learning_rate, warm)
     trainer = trainer_from_warm_start(spec, settings, "grpo", 0, settings["lr"], warm, scratch / "run", RolloutConfig())
@@ -79,14 +89,23 @@ def main() -> None:
         loss_cut, grad_cut = gradients(trainer, cut, tokens, clocks["cut"])
 
     lengths = sorted(len(e.completion_ids) for e in episodes)
-    print(f"{args.family}: {len(episodes)} episodes in {len(cut)} groups, completions {lengths[0]}-{lengths[-1]} tokens "
-          f"(median {lengths[len(lengths) // 2]}), {tokens:.0f} sampled, micro-batches of {MICRO_BATCH}, "
-          f"{torch.get_num_threads()} threads, best of {args.rounds} rounds")
-    for name, groups, label in (("whole", whole, "before: arrival order, group-wide"), ("cut", cut, "today: by length, cut")):
-        print(f"{label}: {forwarded(groups)} completion tokens forward, {clocks[name].wall:.1f} s wall, {clocks[name].cpu:.1f} s CPU")
+    print(
+        f"{args.family}: {len(episodes)} episodes in {len(cut)} groups, completions {lengths[0]}-{lengths[-1]} tokens "
+        f"(median {lengths[len(lengths) // 2]}), {tokens:.0f} sampled, micro-batches of {MICRO_BATCH}, "
+        f"{torch.get_num_threads()} threads, best of {args.rounds} rounds"
+    )
+    for name, groups, label in (
+        ("whole", whole, "before: arrival order, group-wide"),
+        ("cut", cut, "today: by length, cut"),
+    ):
+        print(
+            f"{label}: {forwarded(groups)} completion tokens forward, {clocks[name].wall:.1f} s wall, {clocks[name].cpu:.1f} s CPU"
+        )
     print(speedup_line(clocks["whole"], clocks["cut"], goal=1))
-    print(f"loss {loss_whole:.6f} vs {loss_cut:.6f}; largest gradient difference {(grad_whole - grad_cut).abs().max():.2e} "
-          f"(largest gradient {grad_whole.abs().max():.2e})")
+    print(
+        f"loss {loss_whole:.6f} vs {loss_cut:.6f}; largest gradient difference {(grad_whole - grad_cut).abs().max():.2e} "
+        f"(largest gradient {grad_whole.abs().max():.2e})"
+    )
 
 
 if __name__ == "__main__":

@@ -32,7 +32,9 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("base", help="the commit whose detectors are compared with the working tree's")
-    parser.add_argument("--split", choices=("tune", "test"), default="test", help="half of the reference (default test)")
+    parser.add_argument(
+        "--split", choices=("tune", "test"), default="test", help="half of the reference (default test)"
+    )
     args = parser.parse_args(argv)
     try:
         base = git("rev-parse", "--verify", f"{args.base}^{{commit}}").strip()
@@ -47,16 +49,20 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         before = detector_values(build_package(base, Path(scratch)), files)
     after = detector_values(None, files)
-    print(f"{args.split} half ({len(entries)} items), today's labels: detectors of {base[:10]} | working tree | "
-          "working tree - base (paired 95% interval), items that changed label")
+    print(
+        f"{args.split} half ({len(entries)} items), today's labels: detectors of {base[:10]} | working tree | "
+        "working tree - base (paired 95% interval), items that changed label"
+    )
     for name in [*entries[0]["labels"], "failure_source"]:
         scored = [e for e in entries if reference_value(e, name)]
         old = [(reference_value(e, name), before[trajectory_id(e)][name]) for e in scored]
         new = [(reference_value(e, name), after[trajectory_id(e)][name]) for e in scored]
         samples = bootstrap_kappas([old, new])
         moved = sum(a != b for a, b in zip(old, new))
-        print(f"  {name:<28} {with_interval(kappa(old), None)} | {with_interval(kappa(new), None)} | "
-              f"{with_interval(kappa(new) - kappa(old), interval(samples[:, 1] - samples[:, 0]))}  {moved:>3} moved")
+        print(
+            f"  {name:<28} {with_interval(kappa(old), None)} | {with_interval(kappa(new), None)} | "
+            f"{with_interval(kappa(new) - kappa(old), interval(samples[:, 1] - samples[:, 0]))}  {moved:>3} moved"
+        )
     return 0
 
 

@@ -78,20 +78,32 @@ def detector_values(site: Path | None, run_files: list[Path]) -> dict[str, dict[
     """{trajectory id: {capability: NA/PRESENT/LACKING, "failure_source": source or None for a success}} from the
     detectors of `site` (None: the working tree's)."""
     env = dict(os.environ, PYTHONPATH=str(site)) if site else dict(os.environ)
-    done = subprocess.run([sys.executable, "-c", WORKER, json.dumps([str(p) for p in run_files])],
-                          capture_output=True, text=True, env=env, cwd=site or REPO)
+    done = subprocess.run(
+        [sys.executable, "-c", WORKER, json.dumps([str(p) for p in run_files])],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=site or REPO,
+    )
     if done.returncode:
-        raise RuntimeError(f"the detectors of {site or REPO} failed on {len(run_files)} run file(s):\n{done.stderr[-2000:]}")
+        raise RuntimeError(
+            f"the detectors of {site or REPO} failed on {len(run_files)} run file(s):\n{done.stderr[-2000:]}"
+        )
     return json.loads(done.stdout)
 
 
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO / "benchmarks"))
-    from diagnosis_agreement import REFERENCE as REFERENCE_PATH, SAMPLE, bootstrap_kappas, data_root, interval, kappa
+    from diagnosis_agreement import REFERENCE as REFERENCE_PATH
+    from diagnosis_agreement import SAMPLE, bootstrap_kappas, data_root, interval, kappa
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--split", choices=("tune", "test"), default="tune", help="half of the reference (default tune)")
-    parser.add_argument("--rounds", default="2-10", help="first-last sampling round (default 2-10; round 1 has no earlier rules)")
+    parser.add_argument(
+        "--split", choices=("tune", "test"), default="tune", help="half of the reference (default tune)"
+    )
+    parser.add_argument(
+        "--rounds", default="2-10", help="first-last sampling round (default 2-10; round 1 has no earlier rules)"
+    )
     args = parser.parse_args(argv)
     bounds = args.rounds.split("-")
     if len(bounds) != 2 or not all(part.isdigit() for part in bounds) or int(bounds[0]) > int(bounds[1]):
@@ -102,8 +114,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"skipped: {results} is absent (set TRACEGYM_SHARED_DATA)")
         return 0
     rounds = {trajectory_id(e): e.get("round", 1) for e in json.loads(SAMPLE.read_text(encoding="utf-8"))}
-    entries = [e for e in json.loads(REFERENCE_PATH.read_text(encoding="utf-8"))
-               if e["split"] == args.split and low <= rounds[trajectory_id(e)] <= high]
+    entries = [
+        e
+        for e in json.loads(REFERENCE_PATH.read_text(encoding="utf-8"))
+        if e["split"] == args.split and low <= rounds[trajectory_id(e)] <= high
+    ]
     names = list(entries[0]["labels"])
     commits = label_commits(rounds)
     unseen: list[tuple[dict, dict[str, str]]] = []  # (entry, values of the detectors that had not seen it)
@@ -122,15 +137,23 @@ def main(argv: list[str] | None = None) -> int:
             unseen += [(e, old[trajectory_id(e)]) for e in members]
             now += [(e, current[trajectory_id(e)]) for e in members]
             values = [kappa([(e["labels"][n]["label"], old[trajectory_id(e)][n]) for e in members]) for n in names]
-            print(f"{round_:<6} {len(members):>5} {parent[:10]:>10}  " + " ".join(f"{with_interval(v, None):>12}" for v in values))
-    print(f"pooled over {len(unseen)} items, κ3 with 95% bootstrap intervals over items: unseen rules | working tree | "
-          "working tree - unseen (paired); then the unseen rules' errors")
+            print(
+                f"{round_:<6} {len(members):>5} {parent[:10]:>10}  "
+                + " ".join(f"{with_interval(v, None):>12}" for v in values)
+            )
+    print(
+        f"pooled over {len(unseen)} items, κ3 with 95% bootstrap intervals over items: unseen rules | working tree | "
+        "working tree - unseen (paired); then the unseen rules' errors"
+    )
     for name in [*names, "failure_source"]:
         before = [(reference_value(e, name), v[name]) for e, v in unseen if reference_value(e, name)]
         after = [(reference_value(e, name), v[name]) for e, v in now if reference_value(e, name)]
         samples = bootstrap_kappas([before, after])
-        parts = [(kappa(before), interval(samples[:, 0])), (kappa(after), interval(samples[:, 1])),
-                 (kappa(after) - kappa(before), interval(samples[:, 1] - samples[:, 0]))]
+        parts = [
+            (kappa(before), interval(samples[:, 0])),
+            (kappa(after), interval(samples[:, 1])),
+            (kappa(after) - kappa(before), interval(samples[:, 1] - samples[:, 0])),
+        ]
         errors = Counter(pair for pair in before if pair[0] != pair[1])
         print(f"  {name:<28} " + " | ".join(with_interval(*part) for part in parts))
         print(f"  {'':<28} " + ", ".join(f"{a}->{b} {n}" for (a, b), n in sorted(errors.items())))

@@ -58,8 +58,13 @@ BEFORE: dict[str, int] = {
 def count() -> dict[str, int]:
     """Prompt tokens per "family knobs-json" label."""
     tokenizer = load_tokenizer()
-    return {f"{family} {json.dumps(knobs)}": len(tokenizer(make_env(family, **knobs).system_prompt, add_special_tokens=False)["input_ids"])
-            for family in families() for knobs in knob_settings(family)}
+    return {
+        f"{family} {json.dumps(knobs)}": len(
+            tokenizer(make_env(family, **knobs).system_prompt, add_special_tokens=False)["input_ids"]
+        )
+        for family in families()
+        for knobs in knob_settings(family)
+    }
 
 
 def main() -> None:
@@ -78,8 +83,10 @@ def main() -> None:
         print(f"{family:28s} {knobs[:60]:60s} {before or '-':>6} {tokens:5d} {ratio}")
     paired = [(BEFORE[label], tokens) for label, tokens in now.items() if label in BEFORE]
     if paired:
-        print(f"all settings: {sum(t for _, t in paired)} / {sum(b for b, _ in paired)} tokens = "
-              f"{sum(t for _, t in paired) / sum(b for b, _ in paired):.2f} of before")
+        print(
+            f"all settings: {sum(t for _, t in paired)} / {sum(b for b, _ in paired)} tokens = "
+            f"{sum(t for _, t in paired) / sum(b for b, _ in paired):.2f} of before"
+        )
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ inputs) are counted. Prints old/new ratios (goal: >= 3x wall).
 
 from __future__ import annotations
 
-
 import torch
 from baseline import BASELINE, old_backend, replay_rollouts
 from four_turn_env import four_turn_env
@@ -37,7 +36,7 @@ class FedTokens:
         ids, mask = kwargs.get("input_ids"), kwargs.get("attention_mask")
         self.count += int(mask[:, -ids.shape[1] :].sum()) if mask is not None and mask.dim() == 2 else ids.numel()
 
-    def __enter__(self) -> "FedTokens":
+    def __enter__(self) -> FedTokens:
         self.count, self._handle = 0, self.model.register_forward_pre_hook(self._hook, with_kwargs=True)
         return self
 
@@ -64,13 +63,17 @@ def main() -> None:
         fed["old"] = counter.count
 
     turns = [e.turn_ids.count(k) for e in episodes for k in range(max(e.turn_ids) + 1)]
-    print(f"{len(episodes)} episodes (one group, {sum(e.hinted for e in episodes)} hinted), {len(turns)} turns "
-          f"(four-turn episodes: {sum(max(e.turn_ids) == 3 for e in episodes)}), {sum(turns) / len(turns):.1f} sampled tokens "
-          f"a turn (longest {max(turns)}), T={params.temperature}, {torch.get_num_threads()} threads, best of {rounds} rounds")
+    print(
+        f"{len(episodes)} episodes (one group, {sum(e.hinted for e in episodes)} hinted), {len(turns)} turns "
+        f"(four-turn episodes: {sum(max(e.turn_ids) == 3 for e in episodes)}), {sum(turns) / len(turns):.1f} sampled tokens "
+        f"a turn (longest {max(turns)}), T={params.temperature}, {torch.get_num_threads()} threads, best of {rounds} rounds"
+    )
     sampled = {"new": sum(turns), "old": old_sampled}
     for side, name in (("new", "new engine"), ("old", f"re-encoding ({BASELINE}), same contexts")):
-        print(f"{name}: {clocks[side].wall:.1f} s wall, {clocks[side].cpu:.1f} s CPU; {sampled[side]} tokens sampled; "
-              f"{fed[side] / len(episodes):.0f} tokens fed to the model per episode")
+        print(
+            f"{name}: {clocks[side].wall:.1f} s wall, {clocks[side].cpu:.1f} s CPU; {sampled[side]} tokens sampled; "
+            f"{fed[side] / len(episodes):.0f} tokens fed to the model per episode"
+        )
     print(speedup_line(clocks["old"], clocks["new"], goal=3))
 
 

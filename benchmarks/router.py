@@ -27,8 +27,8 @@ import copy
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 from peft import PeftModel, get_peft_model
@@ -73,8 +73,13 @@ def timed_generate(model: torch.nn.Module, prompts: torch.Tensor, new_tokens: in
     clock = _StepClock()
     started = time.process_time()
     model.generate(
-        input_ids=prompts, attention_mask=torch.ones_like(prompts), max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-        do_sample=False, pad_token_id=0, stopping_criteria=StoppingCriteriaList([clock]),
+        input_ids=prompts,
+        attention_mask=torch.ones_like(prompts),
+        max_new_tokens=new_tokens,
+        min_new_tokens=new_tokens,
+        do_sample=False,
+        pad_token_id=0,
+        stopping_criteria=StoppingCriteriaList([clock]),
     )
     steps, batch = len(clock.wall) - 1, prompts.shape[0]
     return {
@@ -92,8 +97,12 @@ def main() -> None:
     parser.add_argument("--prompt-tokens", type=int, default=64)
     parser.add_argument("--new-tokens", type=int, default=48)
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (median kept)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch threads (default: torch's; 1 is steadier when other jobs share the cores)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads (default: torch's; 1 is steadier when other jobs share the cores)",
+    )
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -111,7 +120,9 @@ def main() -> None:
     with router.recording() as decisions:
         mixture(prompts)
     counts = torch.bincount(torch.cat([d.flatten() for d in decisions]), minlength=router.num_slots)
-    print(f"random gates: share of (token, layer) routes per slot {[round(c, 3) for c in (counts / counts.sum()).tolist()]}")
+    print(
+        f"random gates: share of (token, layer) routes per slot {[round(c, 3) for c in (counts / counts.sum()).tolist()]}"
+    )
 
     def compute(kind: str) -> Callable[[], dict[str, float]]:
         def run() -> dict[str, float]:
@@ -137,17 +148,24 @@ def main() -> None:
     for _ in range(rounds):
         for name, run in variants.items():
             measured[name].append(run())
-    print(f"batch {args.batch}, prompt {args.prompt_tokens} tokens, {new_tokens} new tokens, {rounds} rounds (medians), "
-          f"{torch.get_num_threads()} torch threads; tokens per second, and as a ratio to base and to peft")
+    print(
+        f"batch {args.batch}, prompt {args.prompt_tokens} tokens, {new_tokens} new tokens, {rounds} rounds (medians), "
+        f"{torch.get_num_threads()} torch threads; tokens per second, and as a ratio to base and to peft"
+    )
     metrics = list(measured["base"][0])
     rate = {m: {name: statistics.median(r[m] for r in runs) for name, runs in measured.items()} for m in metrics}
     print(f"{'variant':16s}" + "".join(f" {m:>28s}" for m in metrics))
     for name in variants:
-        cells = [f"{rate[m][name]:10.1f} {rate[m][name] / rate[m]['base']:8.3f} {rate[m][name] / rate[m]['peft']:8.3f}" for m in metrics]
+        cells = [
+            f"{rate[m][name]:10.1f} {rate[m][name] / rate[m]['base']:8.3f} {rate[m][name] / rate[m]['peft']:8.3f}"
+            for m in metrics
+        ]
         print(f"{name:16s} " + " ".join(cells))
     for m in ("decode wall", "decode cpu"):
-        print(f"goals ({m}): mixture >= 0.8 x base ({rate[m]['mixture'] / rate[m]['base']:.3f}), "
-              f">= 0.9 x peft ({rate[m]['mixture'] / rate[m]['peft']:.3f})")
+        print(
+            f"goals ({m}): mixture >= 0.8 x base ({rate[m]['mixture'] / rate[m]['base']:.3f}), "
+            f">= 0.9 x peft ({rate[m]['mixture'] / rate[m]['peft']:.3f})"
+        )
 
 
 if __name__ == "__main__":

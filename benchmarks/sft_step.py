@@ -38,7 +38,9 @@ ARMS = {
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=4, help="SFT steps per arm (default 4)")
-    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds; each arm's fastest is kept (default 2)")
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="alternating rounds; each arm's fastest is kept (default 2)"
+    )
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     args = parser.parse_args()
     if args.threads:
@@ -48,13 +50,21 @@ def main() -> None:
     for round_index in range(args.rounds):
         for arm, switches in ARMS.items():
             model, tokenizer = load_base(DEFAULT_MODEL)
-            config = BaseAgentConfig(dialogues=7, steps=args.steps, batch_size=1, max_length=3072, bf16=True, **switches)
-            with tempfile.TemporaryDirectory() as scratch, library_output_to(Path(scratch)), printed_to_log(Path(scratch)):
+            config = BaseAgentConfig(
+                dialogues=7, steps=args.steps, batch_size=1, max_length=3072, bf16=True, **switches
+            )
+            with (
+                tempfile.TemporaryDirectory() as scratch,
+                library_output_to(Path(scratch)),
+                printed_to_log(Path(scratch)),
+            ):
                 _, metrics = warm_start(model, tokenizer, [factory], range(7), config, scratch)
             seconds[arm] = min(seconds[arm], metrics["seconds_per_step"])
-            print(f"round {round_index + 1}, {arm}: {metrics['seconds_per_step']:.1f} s a step, loss "
-                  f"{metrics['first_loss']:.3f} -> {metrics['final_loss']:.3f} ({metrics['mean_tokens']:.0f} tokens a dialogue)",
-                  flush=True)
+            print(
+                f"round {round_index + 1}, {arm}: {metrics['seconds_per_step']:.1f} s a step, loss "
+                f"{metrics['first_loss']:.3f} -> {metrics['final_loss']:.3f} ({metrics['mean_tokens']:.0f} tokens a dialogue)",
+                flush=True,
+            )
     before, now = seconds.values()
     print(f"speed-up before/now: {before / now:.2f}x wall a step (fastest of {args.rounds} rounds each)")
 

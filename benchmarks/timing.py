@@ -13,8 +13,12 @@ def engine_arguments(description: str) -> tuple[argparse.Namespace, int, int, in
     max new tokens a turn, rounds): (4, 16, 1) with --quick, else (8, 128, --rounds)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="a group of 4, 16 tokens a turn at most, 1 round")
-    parser.add_argument("--rounds", type=int, default=2, help="alternating timing rounds; best of each is kept (default 2)")
-    parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice; 1 on a machine other jobs share)")
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="alternating timing rounds; best of each is kept (default 2)"
+    )
+    parser.add_argument(
+        "--threads", type=int, help="torch threads (default: torch's choice; 1 on a machine other jobs share)"
+    )
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -38,4 +42,6 @@ class Clock:
 
 def speedup_line(old: Clock, new: Clock, goal: float) -> str:
     """'speed-up old/new: W× wall, C× CPU time (goal >= goal× wall)'."""
-    return f"speed-up old/new: {old.wall / new.wall:.2f}x wall, {old.cpu / new.cpu:.2f}x CPU time (goal >= {goal:g}x wall)"
+    return (
+        f"speed-up old/new: {old.wall / new.wall:.2f}x wall, {old.cpu / new.cpu:.2f}x CPU time (goal >= {goal:g}x wall)"
+    )

@@ -38,18 +38,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("sizes", nargs="+", type=warm_start_size, metavar="DIALOGUESxSTEPS")
     parser.add_argument("--probe", type=int, default=16, help="training seeds scored (default 16)")
     parser.add_argument("--sampled", type=int, default=4, help="sampled episodes a seed (default 4)")
-    parser.add_argument("--temperature", type=float, default=FULL["temperature"],
-                        help=f"rollout temperature of the sampled episodes (default learning.py's, {FULL['temperature']})")
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=FULL["temperature"],
+        help=f"rollout temperature of the sampled episodes (default learning.py's, {FULL['temperature']})",
+    )
     parser.add_argument("--warm-lr", type=float, default=WarmStartConfig.learning_rate, help="warm-start learning rate")
     parser.add_argument("--out", type=Path, help="keep each warm start here (default: a temporary folder)")
     parser.add_argument("--rung", type=int, default=0, help="the family's ladder rung (default 0, the easiest)")
-    parser.add_argument("--model", default=FULL["model"],
-                        help="the model warm-started, e.g. a loop's base_agent/model (default the embedded SmolLM2-135M)")
+    parser.add_argument(
+        "--model",
+        default=FULL["model"],
+        help="the model warm-started, e.g. a loop's base_agent/model (default the embedded SmolLM2-135M)",
+    )
     args = parser.parse_args(argv)
     spec = rung_spec(args.family, args.rung)
     band = CalibrationConfig()
     seeds = range(spec.train_seeds[0], spec.train_seeds[0] + args.probe)
-    print(f"{args.family} {spec.knobs}: reward on training seeds {seeds.start}..{seeds.stop - 1}, band [{band.low}, {band.high}]")
+    print(
+        f"{args.family} {spec.knobs}: reward on training seeds {seeds.start}..{seeds.stop - 1}, band [{band.low}, {band.high}]"
+    )
     print(f"{'size':>6s} {'greedy':>7s} {'sampled':>8s} {'sampled / band low':>19s} {'all-equal seeds':>16s}  verdict")
     with tempfile.TemporaryDirectory(prefix="tracegym-warm-probe-") as scratch:
         out = args.out or Path(scratch)
@@ -58,13 +67,22 @@ def main(argv: list[str] | None = None) -> int:
             folder = out / f"{args.family}_{dialogues}x{steps}"
             warm_started(spec, settings, args.warm_lr, folder)
             model, tokenizer = load_base(settings["model"])
-            scores = score_heldout(attach_lora(model, adapter_dir=folder), tokenizer, env_factory_for(spec), seeds,
-                                   RolloutConfig(temperature=args.temperature), sampled=args.sampled)
+            scores = score_heldout(
+                attach_lora(model, adapter_dir=folder),
+                tokenizer,
+                env_factory_for(spec),
+                seeds,
+                RolloutConfig(temperature=args.temperature),
+                sampled=args.sampled,
+            )
             greedy, sampled = (scores.summary()[metric]["mean"] for metric in ("greedy_reward", "sampled_reward"))
             all_equal = float(np.mean([value in (0.0, 1.0) for value in scores.sampled_reward]))
             verdict = "in band" if band.low <= sampled <= band.high else ("below" if sampled < band.low else "above")
-            print(f"{dialogues:>3d}x{steps:<2d} {greedy:7.3f} {sampled:8.3f} {sampled / band.low:19.2f} {all_equal:16.2f}  {verdict}"
-                  f"{', greedy solves it' if greedy >= 1.0 else ''}", flush=True)
+            print(
+                f"{dialogues:>3d}x{steps:<2d} {greedy:7.3f} {sampled:8.3f} {sampled / band.low:19.2f} {all_equal:16.2f}  {verdict}"
+                f"{', greedy solves it' if greedy >= 1.0 else ''}",
+                flush=True,
+            )
     return 0
 
 

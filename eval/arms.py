@@ -82,9 +82,19 @@ def adapter_arm(capability: str) -> str:
 
 def write_episodes(records: list[EpisodeRecord], path: Path) -> None:
     """`records` as JSON lines (the task is stored by seed: the target regenerates it)."""
-    lines = [json.dumps({"seed": r.task.seed, "trial": r.trial, "messages": [m.model_dump(mode="json") for m in r.messages],
-                         "reward": r.reward, "reward_info": r.reward_info, "termination_reason": r.termination_reason})
-             for r in records]
+    lines = [
+        json.dumps(
+            {
+                "seed": r.task.seed,
+                "trial": r.trial,
+                "messages": [m.model_dump(mode="json") for m in r.messages],
+                "reward": r.reward,
+                "reward_info": r.reward_info,
+                "termination_reason": r.termination_reason,
+            }
+        )
+        for r in records
+    ]
     write_text_atomic(path, "".join(line + "\n" for line in lines))
 
 
@@ -93,13 +103,24 @@ def read_episodes(path: Path, target: TargetConfig) -> list[EpisodeRecord]:
     env = make_target(target)
     try:
         rows = [json.loads(line) for line in path.read_text().splitlines()]
-        return [EpisodeRecord(env.task(row["seed"]), [Message.model_validate(m) for m in row["messages"]], row["reward"],
-                              row["reward_info"], row["termination_reason"], row["trial"]) for row in rows]
+        return [
+            EpisodeRecord(
+                env.task(row["seed"]),
+                [Message.model_validate(m) for m in row["messages"]],
+                row["reward"],
+                row["reward_info"],
+                row["termination_reason"],
+                row["trial"],
+            )
+            for row in rows
+        ]
     except (OSError, ValueError, KeyError, TypeError) as error:  # pydantic's ValidationError is a ValueError
         raise UserError(f"{path}: cannot read the arm's episodes ({type(error).__name__}: {error})") from None
 
 
-def task_routed_records(folder: str, target: TargetConfig, seeds: list[int], eval_root: Path) -> tuple[list[EpisodeRecord], list[str]]:
+def task_routed_records(
+    folder: str, target: TargetConfig, seeds: list[int], eval_root: Path
+) -> tuple[list[EpisodeRecord], list[str]]:
     """The v1 task router's episodes on `seeds`, and the arm each task was routed to: a slot per
     task, chosen from the task's first user message, and that slot's arm's episode of the task
     (read from `eval_root/<arm>/episodes.jsonl`)."""
@@ -108,14 +129,20 @@ def task_routed_records(folder: str, target: TargetConfig, seeds: list[int], eva
     env = make_target(target)
     slot_arms = ["base", *(adapter_arm(entry.capability) for entry in manifest.adapters)]
     chosen = [slot_arms[slot] for slot in chooser.choose([env.reset(seed) for seed in seeds])]
-    played = {name: {r.task.seed: r for r in read_episodes(eval_root / name / EPISODES_FILE, target)} for name in set(chosen)}
+    played = {
+        name: {r.task.seed: r for r in read_episodes(eval_root / name / EPISODES_FILE, target)} for name in set(chosen)
+    }
     missing = [f"{seed} ({name})" for seed, name in zip(seeds, chosen) if seed not in played[name]]
     if missing:
-        raise UserError(f"{eval_root}: the task router's arm reuses its arms' held-out episodes; none for seeds {', '.join(missing)}")
+        raise UserError(
+            f"{eval_root}: the task router's arm reuses its arms' held-out episodes; none for seeds {', '.join(missing)}"
+        )
     return [played[name][seed] for seed, name in zip(seeds, chosen)], chosen
 
 
-def evaluate_arm(arm: Arm, target: TargetConfig, max_new_tokens: int | None, out_dir: Path, progress: bool = True) -> list[Path]:
+def evaluate_arm(
+    arm: Arm, target: TargetConfig, max_new_tokens: int | None, out_dir: Path, progress: bool = True
+) -> list[Path]:
     """Play `arm` greedily on the held-out split (with a progress bar of its episodes); write its runs
     and metrics.json into `out_dir`."""
     started = time.perf_counter()
@@ -132,11 +159,25 @@ def evaluate_arm(arm: Arm, target: TargetConfig, max_new_tokens: int | None, out
                 model = PeftModel.from_pretrained(model, arm.source).merge_and_unload()
         records = play_target(model, tokenizer, target, heldout_seeds(target), 1, params, progress)
     results = out_dir / RESULTS_DIR / f"{arm.name}.json"
-    write_runs(make_target(target), records, results, out_dir / TRAJECTORIES_FILE, agent=f"tracegym:{arm.name}",
-               model=arm.base_model)
+    write_runs(
+        make_target(target),
+        records,
+        results,
+        out_dir / TRAJECTORIES_FILE,
+        agent=f"tracegym:{arm.name}",
+        model=arm.base_model,
+    )
     write_episodes(records, out_dir / EPISODES_FILE)
-    metrics = {"arm": arm.name, "source": arm.source, "route": arm.route, "rollouts": arm.rollouts,
-               "calibration_rollouts": arm.calibration_rollouts, "train_seconds": round(arm.train_seconds, 1),
-               "eval_seconds": round(time.perf_counter() - started, 1), **routing, **split_summary(records)}
+    metrics = {
+        "arm": arm.name,
+        "source": arm.source,
+        "route": arm.route,
+        "rollouts": arm.rollouts,
+        "calibration_rollouts": arm.calibration_rollouts,
+        "train_seconds": round(arm.train_seconds, 1),
+        "eval_seconds": round(time.perf_counter() - started, 1),
+        **routing,
+        **split_summary(records),
+    }
     (out_dir / METRICS_FILE).write_text(json.dumps(metrics, indent=1))
     return [out_dir / METRICS_FILE, results, out_dir / TRAJECTORIES_FILE, out_dir / EPISODES_FILE]

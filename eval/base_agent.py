@@ -31,9 +31,13 @@ def make_base_agent(model_name: str, config: BaseAgentConfig, target: TargetConf
     made: dict[str, Any] = {"model": model_name, "warm_start": None}
     if config.enabled:
         if not 1 <= config.dialogues <= target.train_tasks:
-            raise UserError(f"base_agent.dialogues must be in 1..{target.train_tasks} (the train split), got {config.dialogues}")
+            raise UserError(
+                f"base_agent.dialogues must be in 1..{target.train_tasks} (the train split), got {config.dialogues}"
+            )
         factory = functools.partial(TargetEnvironment, target)  # the oracle plays against the scripted user
-        peft_model, metrics = warm_start(model, tokenizer, [factory], range(config.dialogues), config, out_dir / "warm_start")
+        peft_model, metrics = warm_start(
+            model, tokenizer, [factory], range(config.dialogues), config, out_dir / "warm_start"
+        )
         model = peft_model.merge_and_unload()
         made["warm_start"] = {**metrics, "config": asdict(config), "train_seeds": [0, config.dialogues]}
     folder = out_dir / MODEL_DIR

@@ -41,24 +41,33 @@ class LoopConfig:
 
     flag_prefix: ClassVar[str] = "loop"
     train_trials: int = option(1, "sampled episodes of the base agent per train-split task (the runs diagnosed)")
-    plain_grpo: bool = option(True, "train the plain-GRPO arm on the target's train split at the adapters' total rollouts")
+    plain_grpo: bool = option(
+        True, "train the plain-GRPO arm on the target's train split at the adapters' total rollouts"
+    )
     fallback_capabilities: list[str] = option(
         help="capabilities trained when the diagnosis selects none, any a family trains whether or not the "
-             "diagnosis labels it (the report marks them unselected)",
-        factory=list)
+        "diagnosis labels it (the report marks them unselected)",
+        factory=list,
+    )
     eval_workers: int = option(
-        1, "held-out arms played at once, each in a process of its own with an equal share of the cores (2 CPU "
-           "cores, measured: two arms at once, a thread each, 149 s; one after the other 2 x 115 s); 1: one after "
-           "another in this process")
+        1,
+        "held-out arms played at once, each in a process of its own with an equal share of the cores (2 CPU "
+        "cores, measured: two arms at once, a thread each, 149 s; one after the other 2 x 115 s); 1: one after "
+        "another in this process",
+    )
 
     def __post_init__(self) -> None:
         if self.train_trials < 1 or self.eval_workers < 1:
-            raise ValueError(f"train_trials and eval_workers must be at least 1, got {self.train_trials}, {self.eval_workers}")
+            raise ValueError(
+                f"train_trials and eval_workers must be at least 1, got {self.train_trials}, {self.eval_workers}"
+            )
         trainable = sorted(name for name, row in CAPABILITY_TABLE.items() if row.family)
         untrainable = [name for name in self.fallback_capabilities if name not in trainable]
         if untrainable:
-            raise ValueError(f"fallback_capabilities: no environment family trains {', '.join(untrainable)} "
-                             f"(trainable: {', '.join(trainable)})")
+            raise ValueError(
+                f"fallback_capabilities: no environment family trains {', '.join(untrainable)} "
+                f"(trainable: {', '.join(trainable)})"
+            )
 
 
 @dataclass
@@ -69,8 +78,9 @@ class RunConfig(TrainConfig, SynthConfig):
     `configs/quick.toml` (`--quick`) for a smoke run on the tiny model.
     """
 
-    inputs: list[str] = option(help="agent run files or folders; empty: the loop on the target environment",
-                               factory=list, flag=False)
+    inputs: list[str] = option(
+        help="agent run files or folders; empty: the loop on the target environment", factory=list, flag=False
+    )
     max_adapters: int = option(1, "capabilities trained, in order of mean Δ (the rest are listed, not trained)")
     target: TargetConfig = option(help="the target environment", factory=TargetConfig)
     base_agent: BaseAgentConfig = option(help="the base agent", factory=BaseAgentConfig)

@@ -16,11 +16,16 @@ from tracegym.eval.config import EvaluateConfig
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("eval", help="score policies (base, adapters, routed) on held-out seeds, paired",
-                                   description=__doc__.splitlines()[0])
+    parser = subparsers.add_parser(
+        "eval",
+        help="score policies (base, adapters, routed) on held-out seeds, paired",
+        description=__doc__.splitlines()[0],
+    )
     parser.add_argument("policies", nargs="+", metavar="POLICY", help="base, a PEFT adapter folder or a routed folder")
     parser.add_argument("--family", help="environment family (default: the first adapter's environment)")
-    parser.add_argument("--knobs", type=json.loads, default={}, help="difficulty knobs as a JSON object (with --family)")
+    parser.add_argument(
+        "--knobs", type=json.loads, default={}, help="difficulty knobs as a JSON object (with --family)"
+    )
     parser.add_argument("--out", type=Path, help="write eval.json here")
     add_config_arguments(parser, EvaluateConfig)
     parser.set_defaults(run=run)

@@ -9,14 +9,15 @@ intervals of the difference). `tracegym eval` prints the table and writes `eval.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from peft import PeftModel
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from tracegym.adapters.heldout import METRICS, HeldoutScores, compare, score_heldout
+from tracegym.adapters.heldout import METRICS, compare, score_heldout
 from tracegym.adapters.train import env_factory_for, load_base
 from tracegym.environment import Environment
 from tracegym.errors import UserError
@@ -51,16 +52,27 @@ def load_policy(reference: str, base_model: str) -> LoadedPolicy:
         model, tokenizer = load_routed(folder)
         return LoadedPolicy(str(folder), model, tokenizer, None)
     if not (folder / "adapter_config.json").is_file():
-        raise UserError(f"{folder}: not 'base', a PEFT adapter folder (adapter_config.json) or a routed folder (router.json)")
+        raise UserError(
+            f"{folder}: not 'base', a PEFT adapter folder (adapter_config.json) or a routed folder (router.json)"
+        )
     artifact_file = folder / "artifact.json"
     artifact = AdapterArtifact.model_validate_json(artifact_file.read_text()) if artifact_file.is_file() else None
     model, tokenizer = load_base(artifact.base_model if artifact else base_model)
-    return LoadedPolicy(str(folder), PeftModel.from_pretrained(model, str(folder)).eval(), tokenizer,
-                        artifact.env_spec if artifact else None)
+    return LoadedPolicy(
+        str(folder),
+        PeftModel.from_pretrained(model, str(folder)).eval(),
+        tokenizer,
+        artifact.env_spec if artifact else None,
+    )
 
 
-def evaluate_policies(references: list[str], env_spec: EnvSpec, config: EvaluateConfig,
-                      env_factory: Callable[[], Environment] | None = None, progress: bool = True) -> dict[str, Any]:
+def evaluate_policies(
+    references: list[str],
+    env_spec: EnvSpec,
+    config: EvaluateConfig,
+    env_factory: Callable[[], Environment] | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
     """Scores of every policy (in order; the same one may appear twice) on `config.eval.seeds`
     evaluation seeds of `env_spec`, and each later policy's paired difference from the first."""
     factory = env_factory or env_factory_for(env_spec)
@@ -70,12 +82,24 @@ def evaluate_policies(references: list[str], env_spec: EnvSpec, config: Evaluate
         policy = load_policy(reference, config.model)
         rollout = fit_turn_budget(rollout, factory(), policy.tokenizer)  # once: every policy shares the base tokenizer
         names.append(policy.name)
-        scores.append(score_heldout(policy.model, policy.tokenizer, factory, seeds, rollout, config.eval.sampled,
-                                    progress=progress, greedy=config.eval.greedy))
+        scores.append(
+            score_heldout(
+                policy.model,
+                policy.tokenizer,
+                factory,
+                seeds,
+                rollout,
+                config.eval.sampled,
+                progress=progress,
+                greedy=config.eval.greedy,
+            )
+        )
     return {
         "env_spec": env_spec.model_dump(mode="json"),
-        "policies": [{"name": name, **s.to_dict(), "versus_first": compare(scores[0], s) if i else None}
-                     for i, (name, s) in enumerate(zip(names, scores))],
+        "policies": [
+            {"name": name, **s.to_dict(), "versus_first": compare(scores[0], s) if i else None}
+            for i, (name, s) in enumerate(zip(names, scores))
+        ],
     }
 
 
@@ -87,6 +111,12 @@ def format_evaluation(result: dict[str, Any]) -> str:
         lines.append(f"{data['name']}  (n={len(data['seeds'])})\n    " + "   ".join(cells))
         change = data["versus_first"]
         if change:
-            lines.append("    change vs first: " + "   ".join(
-                f"{metric} {c['mean']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}]" for metric, c in change.items() if metric in METRICS))
+            lines.append(
+                "    change vs first: "
+                + "   ".join(
+                    f"{metric} {c['mean']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}]"
+                    for metric, c in change.items()
+                    if metric in METRICS
+                )
+            )
     return "\n".join(lines)

@@ -51,16 +51,24 @@ def comparisons(arms: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     for first, second in COMPARED:
         if first in arms and second in arms:
             a, b = arms[first]["per_seed"], arms[second]["per_seed"]
-            rows.append({"arm": first, "versus": second, "success": paired_difference(b["success"], a["success"]),
-                         "reward": paired_difference(b["reward"], a["reward"])})
+            rows.append(
+                {
+                    "arm": first,
+                    "versus": second,
+                    "success": paired_difference(b["success"], a["success"]),
+                    "reward": paired_difference(b["reward"], a["reward"]),
+                }
+            )
     return rows
 
 
 def success_figure(arms: dict[str, dict[str, Any]], path: Path) -> None:
     names = list(arms)
     means = [arms[n]["success"]["mean"] for n in names]
-    errors = [[m - arms[n]["success"]["low"] for n, m in zip(names, means)],
-              [arms[n]["success"]["high"] - m for n, m in zip(names, means)]]
+    errors = [
+        [m - arms[n]["success"]["low"] for n, m in zip(names, means)],
+        [arms[n]["success"]["high"] - m for n, m in zip(names, means)],
+    ]
     figure, axes = plt.subplots(figsize=(max(4.0, 1.2 * len(names)), 3.5))
     axes.bar(names, means, yerr=errors, capsize=4, color="#4c72b0")
     axes.set_ylabel("held-out success rate (95% interval)")
@@ -91,27 +99,44 @@ def _base_agent_section(made: dict[str, Any], rollouts: dict[str, Any]) -> list[
         lines.append(f"`{made['model']}` as it is (no warm start).")
     else:
         config = warm["config"]
-        lines.append(f"`{made['model']}` warm-started with LoRA SFT (rank {number(config['lora_rank'])}) on {number(warm['dialogues'])} oracle dialogues of the train split "
-                     f"(optimizer steps: {number(config['steps'])}, dialogues per step: {number(config['batch_size'])}); SFT loss "
-                     f"{number(warm['first_loss'])} -> {number(warm['final_loss'])}; LoRA merged into the model.")
-    lines += ["", f"On the train split ({number(rollouts['episodes'])} episodes, {number(rollouts['trials'])} per task, "
-                  f"sampled at temperature {number(rollouts['temperature'])}): successes {number(rollouts['successes'])}, "
-                  f"failures {number(rollouts['failures'])}; success rate {interval(rollouts['success'])}, "
-                  f"mean reward {interval(rollouts['reward'])}.", ""]
+        lines.append(
+            f"`{made['model']}` warm-started with LoRA SFT (rank {number(config['lora_rank'])}) on {number(warm['dialogues'])} oracle dialogues of the train split "
+            f"(optimizer steps: {number(config['steps'])}, dialogues per step: {number(config['batch_size'])}); SFT loss "
+            f"{number(warm['first_loss'])} -> {number(warm['final_loss'])}; LoRA merged into the model."
+        )
+    lines += [
+        "",
+        f"On the train split ({number(rollouts['episodes'])} episodes, {number(rollouts['trials'])} per task, "
+        f"sampled at temperature {number(rollouts['temperature'])}): successes {number(rollouts['successes'])}, "
+        f"failures {number(rollouts['failures'])}; success rate {interval(rollouts['success'])}, "
+        f"mean reward {interval(rollouts['reward'])}.",
+        "",
+    ]
     return lines
 
 
 def _diagnosis_section(capabilities: dict[str, Any], trained: list[str]) -> list[str]:
-    lines = ["## Diagnosis of the base agent's train-split runs", "",
-             "| capability | Δ | Δ 95% interval | selected | adapter trained |", "|---|---|---|---|---|"]
+    lines = [
+        "## Diagnosis of the base agent's train-split runs",
+        "",
+        "| capability | Δ | Δ 95% interval | selected | adapter trained |",
+        "|---|---|---|---|---|",
+    ]
     for stats in capabilities["capabilities"]:
         name = stats["capability"]["name"]
         delta = number(stats["delta_mean"])
         ci = "-" if not stats["delta_ci"] else f"[{number(stats['delta_ci'][0])}, {number(stats['delta_ci'][1])}]"
-        lines.append(f"| `{name}` | {delta} | {ci} | {'yes' if stats['selected'] else 'no'} | {'yes' if name in trained else 'no'} |")
+        lines.append(
+            f"| `{name}` | {delta} | {ci} | {'yes' if stats['selected'] else 'no'} | {'yes' if name in trained else 'no'} |"
+        )
     unselected = [name for name in trained if name not in capabilities["selected"]]
     if unselected:
-        lines += ["", "Trained although not selected (`loop.fallback_capabilities`): " + ", ".join(f"`{n}`" for n in unselected) + "."]
+        lines += [
+            "",
+            "Trained although not selected (`loop.fallback_capabilities`): "
+            + ", ".join(f"`{n}`" for n in unselected)
+            + ".",
+        ]
     return lines + [""]
 
 
@@ -120,27 +145,41 @@ def _arms_section(arms: dict[str, dict[str, Any]], compared: list[dict[str, Any]
     if not arms:
         return lines + ["No arm was evaluated.", ""]
     first = next(iter(arms.values()))
-    lines += [f"Every arm plays the same {number(first['success']['n'])} held-out tasks once, greedily.", "",
-              "| arm | success [95% interval] | reward [95% interval] | training rollouts | calibration rollouts | "
-              "training s | evaluation s |", "|---|---|---|---|---|---|---|"]
+    lines += [
+        f"Every arm plays the same {number(first['success']['n'])} held-out tasks once, greedily.",
+        "",
+        "| arm | success [95% interval] | reward [95% interval] | training rollouts | calibration rollouts | "
+        "training s | evaluation s |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, m in arms.items():
-        lines.append(f"| `{name}` | {interval(m['success'])} | {interval(m['reward'])} | {number(m['rollouts'])} | "
-                     f"{number(m['calibration_rollouts'])} | {number(m['train_seconds'])} | {number(m['eval_seconds'])} |")
-    lines += ["", "Rollouts: training rollouts are GRPO episodes (the mixture and the task router count every adapter's); "
-                  "plain GRPO gets at least the adapters' total. Calibration rollouts (measuring the synthetic environments' "
-                  "difficulty, no weight update) are listed apart and not matched. Training seconds: the arm's own stages "
-                  "(adapters, router), beyond the base agent. The task router's episodes are those of the arm it routed "
-                  "each task to (its choices are in its metrics.json).", ""]
+        lines.append(
+            f"| `{name}` | {interval(m['success'])} | {interval(m['reward'])} | {number(m['rollouts'])} | "
+            f"{number(m['calibration_rollouts'])} | {number(m['train_seconds'])} | {number(m['eval_seconds'])} |"
+        )
+    lines += [
+        "",
+        "Rollouts: training rollouts are GRPO episodes (the mixture and the task router count every adapter's); "
+        "plain GRPO gets at least the adapters' total. Calibration rollouts (measuring the synthetic environments' "
+        "difficulty, no weight update) are listed apart and not matched. Training seconds: the arm's own stages "
+        "(adapters, router), beyond the base agent. The task router's episodes are those of the arm it routed "
+        "each task to (its choices are in its metrics.json).",
+        "",
+    ]
     lines += ["## Paired differences (bootstrap over held-out tasks)", ""]
     if not compared:
         lines.append("No pair to compare (an arm is missing).")
     for row in compared:
-        lines.append(f"- `{row['arm']}` minus `{row['versus']}`: success {interval(row['success'])}, "
-                     f"reward {interval(row['reward'])}")
+        lines.append(
+            f"- `{row['arm']}` minus `{row['versus']}`: success {interval(row['success'])}, "
+            f"reward {interval(row['reward'])}"
+        )
     return lines + [""]
 
 
-def write_report(root: Path, arm_names: list[str], trained: list[str], training_logs: dict[str, Path], out_dir: Path) -> list[Path]:
+def write_report(
+    root: Path, arm_names: list[str], trained: list[str], training_logs: dict[str, Path], out_dir: Path
+) -> list[Path]:
     """Write comparisons.json, the plots and report.md into `out_dir`; returns their paths."""
     arms = {name: read_json(root / "eval" / name / "metrics.json") for name in arm_names}
     compared = comparisons(arms)
@@ -148,7 +187,9 @@ def write_report(root: Path, arm_names: list[str], trained: list[str], training_
     success_figure(arms, out_dir / SUCCESS_PLOT)
     reward_figure({name: read_log(folder) for name, folder in training_logs.items()}, out_dir / REWARD_PLOT)
     lines = ["# tracegym loop report", ""]
-    lines += _base_agent_section(read_json(root / "base_agent" / "base_agent.json"), read_json(root / "trajectories" / "rollouts.json"))
+    lines += _base_agent_section(
+        read_json(root / "base_agent" / "base_agent.json"), read_json(root / "trajectories" / "rollouts.json")
+    )
     lines += _diagnosis_section(read_json(root / "analysis" / "capabilities.json"), trained)
     lines += _arms_section(arms, compared)
     lines += ["## Plots", "", f"![held-out success]({SUCCESS_PLOT})", "", f"![training reward]({REWARD_PLOT})", ""]

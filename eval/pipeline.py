@@ -27,9 +27,9 @@ import json
 import logging
 import math
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Iterable
 
 from tracegym.adapters.artifacts import CURVE_FILE
 from tracegym.adapters.checkpoint import find_checkpoint
@@ -46,8 +46,8 @@ from tracegym.eval.base_agent import MODEL_DIR, make_base_agent
 from tracegym.eval.config import RunConfig
 from tracegym.eval.loop_report import write_report
 from tracegym.eval.play import play_target
-from tracegym.eval.rundir import RunDirectory
 from tracegym.eval.run_log import announce, library_output_to, printed_to_log
+from tracegym.eval.rundir import RunDirectory
 from tracegym.eval.stage_pool import run_stages
 from tracegym.eval.target import TargetEnvironment, make_target, write_runs
 from tracegym.generation import SamplingConfig
@@ -84,14 +84,24 @@ def run_pipeline(out_dir: str | Path, config: RunConfig) -> dict[str, object]:
             name = f"adapters/{spec.capability}"
             stage(name, lambda folder, spec=spec: _train(folder, run.root, spec, train_config))
             artifacts.append(AdapterArtifact.model_validate_json((run.root / name / "artifact.json").read_text()))
-        run.record("turn_budget_tokens", {a.capability: {"family": a.env_spec.family, "tokens": a.metrics.get("turn_budget_tokens")}
-                                          for a in artifacts})
+        run.record(
+            "turn_budget_tokens",
+            {
+                a.capability: {"family": a.env_spec.family, "tokens": a.metrics.get("turn_budget_tokens")}
+                for a in artifacts
+            },
+        )
         summary = _summary(run.root, specs, artifacts, config)
         if not config.inputs:
             arms = _close_loop(run, config, policy, artifacts)
             summary["report"] = str(run.root / "report" / "report.md")
-            summary["arms"] = {arm: {key: json.loads((run.root / "eval" / arm / "metrics.json").read_text())[key]
-                                     for key in ("success", "reward", "rollouts")} for arm in arms}
+            summary["arms"] = {
+                arm: {
+                    key: json.loads((run.root / "eval" / arm / "metrics.json").read_text())[key]
+                    for key in ("success", "reward", "rollouts")
+                }
+                for arm in arms
+            }
     (run.root / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
 
@@ -119,15 +129,28 @@ def _base_agent(folder: Path, root: Path, config: RunConfig) -> list[Path]:
 def _rollouts(folder: Path, root: Path, policy: str, config: RunConfig) -> list[Path]:
     """The base agent's sampled runs on the train split, written as τ² Results + trajectories."""
     model, tokenizer = load_base(policy)
-    params = SamplingConfig(max_new_tokens=config.rollout.max_new_tokens, temperature=config.rollout.temperature,
-                            seed=ROLLOUT_SEED)
+    params = SamplingConfig(
+        max_new_tokens=config.rollout.max_new_tokens, temperature=config.rollout.temperature, seed=ROLLOUT_SEED
+    )
     started = time.perf_counter()
-    records = play_target(model, tokenizer, config.target, range(config.target.train_tasks), config.loop.train_trials, params)
+    records = play_target(
+        model, tokenizer, config.target, range(config.target.train_tasks), config.loop.train_trials, params
+    )
     results = root / RESULTS_FILE
-    write_runs(make_target(config.target), records, results, folder / "trajectories.jsonl", agent="tracegym:base_agent",
-               model=config.model)
-    summary = {**split_summary(records), "trials": config.loop.train_trials, "temperature": config.rollout.temperature,
-               "seconds": round(time.perf_counter() - started, 1)}
+    write_runs(
+        make_target(config.target),
+        records,
+        results,
+        folder / "trajectories.jsonl",
+        agent="tracegym:base_agent",
+        model=config.model,
+    )
+    summary = {
+        **split_summary(records),
+        "trials": config.loop.train_trials,
+        "temperature": config.rollout.temperature,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
     (folder / "rollouts.json").write_text(json.dumps(summary, indent=1))
     return [results, folder / "trajectories.jsonl", folder / "rollouts.json"]
 
@@ -151,14 +174,23 @@ def trained_capabilities(report: CapabilityReport, fallback: list[str]) -> list[
 
 def _synth(folder: Path, root: Path, config: RunConfig) -> list[Path]:
     report = CapabilityReport.model_validate_json((root / "analysis" / "capabilities.json").read_text())
-    synthesise(trained_capabilities(report, config.loop.fallback_capabilities), folder, config)  # calibrated per adapter
+    synthesise(
+        trained_capabilities(report, config.loop.fallback_capabilities), folder, config
+    )  # calibrated per adapter
     return [folder / "env_specs.jsonl", folder / "matches.json"]
 
 
-def _train(folder: Path, root: Path, spec: EnvSpec, config: RunConfig,
-           env_factory: Callable[[], TargetEnvironment] | None = None) -> list[Path]:
+def _train(
+    folder: Path,
+    root: Path,
+    spec: EnvSpec,
+    config: RunConfig,
+    env_factory: Callable[[], TargetEnvironment] | None = None,
+) -> list[Path]:
     with printed_to_log(root):  # the warm start's SFT trainer prints its loss dicts
-        train_adapter(spec, folder, config, resume=find_checkpoint(folder / CHECKPOINT_DIR) is not None, env_factory=env_factory)
+        train_adapter(
+            spec, folder, config, resume=find_checkpoint(folder / CHECKPOINT_DIR) is not None, env_factory=env_factory
+        )
     return [folder / "artifact.json", folder / "adapter_model.safetensors"]
 
 
@@ -184,25 +216,49 @@ def _close_loop(run: RunDirectory, config: RunConfig, policy: str, artifacts: li
     adapters_seconds = sum(seconds(f"adapters/{a.capability}") for a in artifacts)
     arms = [Arm("base", "model", policy, "", policy, 0, 0, 0.0)]
     for artifact, folder in zip(artifacts, adapter_dirs):
-        arms.append(Arm(adapter_arm(artifact.capability), "peft", str(folder), "", policy, int(artifact.metrics["rollouts"]),
-                        calibration_rollouts(folder), seconds(f"adapters/{artifact.capability}")))
+        arms.append(
+            Arm(
+                adapter_arm(artifact.capability),
+                "peft",
+                str(folder),
+                "",
+                policy,
+                int(artifact.metrics["rollouts"]),
+                calibration_rollouts(folder),
+                seconds(f"adapters/{artifact.capability}"),
+            )
+        )
     if artifacts:
         stage("router", lambda folder: _route(folder, adapter_dirs, policy, config))
         routed, spent = str(run.root / ROUTED), adapters_seconds + seconds("router")
-        arms += [Arm("task_router", "routed", routed, "task", policy, rollouts, calibrated, spent),
-                 Arm("mixture", "routed", routed, "token", policy, rollouts, calibrated, spent)]
+        arms += [
+            Arm("task_router", "routed", routed, "task", policy, rollouts, calibrated, spent),
+            Arm("mixture", "routed", routed, "token", policy, rollouts, calibrated, spent),
+        ]
     training_logs = {adapter_arm(a.capability): d for a, d in zip(artifacts, adapter_dirs)}
     if config.loop.plain_grpo and rollouts:
         stage("plain_grpo", lambda folder: _plain_grpo(folder, run.root, policy, rollouts, config))
         plain = AdapterArtifact.model_validate_json((run.root / "plain_grpo" / "artifact.json").read_text())
-        arms.append(Arm("plain_grpo", "peft", plain.path, "", policy, int(plain.metrics["rollouts"]), 0, seconds("plain_grpo")))
+        arms.append(
+            Arm("plain_grpo", "peft", plain.path, "", policy, int(plain.metrics["rollouts"]), 0, seconds("plain_grpo"))
+        )
         training_logs["plain_grpo"] = Path(plain.path)
     evaluate = functools.partial(evaluate_arm, progress=config.loop.eval_workers == 1)  # workers' bars would interleave
-    run_stages(run, {f"eval/{arm.name}": (evaluate, (arm, config.target, config.rollout.max_new_tokens))
-                     for arm in arms if arm.route != "task"}, config.loop.eval_workers)
+    run_stages(
+        run,
+        {
+            f"eval/{arm.name}": (evaluate, (arm, config.target, config.rollout.max_new_tokens))
+            for arm in arms
+            if arm.route != "task"
+        },
+        config.loop.eval_workers,
+    )
     for arm in arms:  # the task router reuses the episodes of the arms it routes to
         if arm.route == "task":
-            stage(f"eval/{arm.name}", lambda folder, arm=arm: evaluate_arm(arm, config.target, config.rollout.max_new_tokens, folder))
+            stage(
+                f"eval/{arm.name}",
+                lambda folder, arm=arm: evaluate_arm(arm, config.target, config.rollout.max_new_tokens, folder),
+            )
     trained = [a.capability for a in artifacts]
     stage("report", lambda folder: write_report(run.root, [a.name for a in arms], trained, training_logs, folder))
     return [a.name for a in arms]
@@ -218,38 +274,65 @@ def _plain_grpo(folder: Path, root: Path, policy: str, rollouts: int, config: Ru
     """GRPO on the target's train split with at least `rollouts` training episodes, from the base agent."""
     per_step = config.grpo.groups_per_step * config.grpo.group_size
     target = config.target
-    spec = EnvSpec(capability="plain_grpo", family=TargetEnvironment.name, knobs={}, train_seeds=(0, target.train_tasks),
-                   eval_seeds=(heldout_seeds(target)[0], heldout_seeds(target)[-1] + 1))
-    plain = replace(config, model=policy, grpo=replace(config.grpo, steps=math.ceil(rollouts / per_step)),
-                    warm_start=replace(config.warm_start, enabled=False), eval=replace(config.eval, seeds=0))
+    spec = EnvSpec(
+        capability="plain_grpo",
+        family=TargetEnvironment.name,
+        knobs={},
+        train_seeds=(0, target.train_tasks),
+        eval_seeds=(heldout_seeds(target)[0], heldout_seeds(target)[-1] + 1),
+    )
+    plain = replace(
+        config,
+        model=policy,
+        grpo=replace(config.grpo, steps=math.ceil(rollouts / per_step)),
+        warm_start=replace(config.warm_start, enabled=False),
+        eval=replace(config.eval, seeds=0),
+    )
     return _train(folder, root, spec, plain, env_factory=functools.partial(make_target, target))
 
 
 SUMMARY_METRICS = ("greedy_reward", "sampled_reward")  # the held-out figures of each adapter in the closing table
 
 
-def _summary(root: Path, specs: list[EnvSpec], artifacts: list[AdapterArtifact], config: RunConfig) -> dict[str, object]:
+def _summary(
+    root: Path, specs: list[EnvSpec], artifacts: list[AdapterArtifact], config: RunConfig
+) -> dict[str, object]:
     report = CapabilityReport.model_validate_json((root / "analysis" / "capabilities.json").read_text())
     trained = {a.capability: a for a in artifacts}
     rows = []
     for spec in specs:
         artifact = trained.get(spec.capability)
         metrics = artifact.metrics if artifact else {}
-        heldout = {metric: {"before": metrics["heldout_before"][metric]["mean"], "after": metrics["heldout_after"][metric]["mean"],
-                            "difference": metrics["heldout_difference"][metric]}
-                   for metric in SUMMARY_METRICS if metric in metrics.get("heldout_difference", {})}
-        rows.append({"capability": spec.capability, "family": spec.family, "adapter": artifact.path if artifact else None,
-                     "knobs": (artifact.env_spec if artifact else spec).knobs,
-                     "calibrated": bool(artifact and artifact.env_spec.calibration.get("calibrated")), "heldout": heldout})
+        heldout = {
+            metric: {
+                "before": metrics["heldout_before"][metric]["mean"],
+                "after": metrics["heldout_after"][metric]["mean"],
+                "difference": metrics["heldout_difference"][metric],
+            }
+            for metric in SUMMARY_METRICS
+            if metric in metrics.get("heldout_difference", {})
+        }
+        rows.append(
+            {
+                "capability": spec.capability,
+                "family": spec.family,
+                "adapter": artifact.path if artifact else None,
+                "knobs": (artifact.env_spec if artifact else spec).knobs,
+                "calibrated": bool(artifact and artifact.env_spec.calibration.get("calibrated")),
+                "heldout": heldout,
+            }
+        )
     return {"run_dir": str(root), "selected": report.selected, "model": config.model, "adapters": rows}
 
 
 def format_summary(summary: dict[str, object]) -> str:
     """The closing table of `tracegym run`."""
-    lines = [f"run directory: {summary['run_dir']}   model: {summary['model']}",
-             f"selected capabilities: {', '.join(summary['selected']) or 'none'}",
-             "held-out reward on each adapter's environment before -> after GRPO, with the paired 95% interval of the change",
-             f"{'capability':28s} {'family':26s} {'episodes':15s} {'before':>7s} {'after':>7s} {'change [95% interval]':>24s}  adapter"]
+    lines = [
+        f"run directory: {summary['run_dir']}   model: {summary['model']}",
+        f"selected capabilities: {', '.join(summary['selected']) or 'none'}",
+        "held-out reward on each adapter's environment before -> after GRPO, with the paired 95% interval of the change",
+        f"{'capability':28s} {'family':26s} {'episodes':15s} {'before':>7s} {'after':>7s} {'change [95% interval]':>24s}  adapter",
+    ]
     for row in summary["adapters"]:
         scored = row["heldout"] or {"-": {"before": None, "after": None, "difference": None}}
         for metric, heldout in scored.items():
@@ -263,11 +346,16 @@ def format_summary(summary: dict[str, object]) -> str:
     for row in summary["adapters"]:
         if row["adapter"]:
             knobs = ", ".join(f"{name}={value}" for name, value in row["knobs"].items())
-            lines.append(f"{row['capability']}: trained on {row['family']} at {knobs}{' (calibrated)' if row['calibrated'] else ''}; "
-                         f"training reward per step: {Path(row['adapter']) / CURVE_FILE}")
+            lines.append(
+                f"{row['capability']}: trained on {row['family']} at {knobs}{' (calibrated)' if row['calibrated'] else ''}; "
+                f"training reward per step: {Path(row['adapter']) / CURVE_FILE}"
+            )
     if "arms" in summary:
-        lines += ["", "held-out split, greedy: success and reward [95% interval], training rollouts",
-                  f"{'arm':40s} {'success':>22s} {'reward':>22s} {'rollouts':>9s}"]
+        lines += [
+            "",
+            "held-out split, greedy: success and reward [95% interval], training rollouts",
+            f"{'arm':40s} {'success':>22s} {'reward':>22s} {'rollouts':>9s}",
+        ]
         for arm, m in summary["arms"].items():
             cells = [f"{m[k]['mean']:.3f} [{m[k]['low']:.3f}, {m[k]['high']:.3f}]" for k in ("success", "reward")]
             lines.append(f"{arm[:40]:40s} {cells[0]:>22s} {cells[1]:>22s} {m['rollouts']:>9d}")

@@ -9,7 +9,7 @@ records into the per-seed lists that `tracegym.stats` summarises.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from accelerate import PartialState
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -19,8 +19,15 @@ from tracegym.generation import HFBackend, SamplingConfig
 from tracegym.rollout import run_episodes
 
 
-def play_target(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, target: TargetConfig, seeds: Sequence[int],
-                trials: int, params: SamplingConfig, progress: bool = True) -> list[EpisodeRecord]:
+def play_target(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    target: TargetConfig,
+    seeds: Sequence[int],
+    trials: int,
+    params: SamplingConfig,
+    progress: bool = True,
+) -> list[EpisodeRecord]:
     """`trials` episodes of `model` per seed under `params` (temperature 0: greedy)."""
     envs: list[TargetEnvironment] = []
 
@@ -32,7 +39,7 @@ def play_target(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, targ
     model.to(PartialState().device).eval()  # the GPU where there is one
     backend = HFBackend(model, tokenizer, batch_size=64)
     episodes = run_episodes(backend, factory, list(seeds), trials, params, progress=progress)
-    played = envs[len(envs) - len(episodes):]  # the first may be the turn-budget probe
+    played = envs[len(envs) - len(episodes) :]  # the first may be the turn-budget probe
     records = []
     for index, env in enumerate(played):
         if not env.ended:

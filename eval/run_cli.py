@@ -21,14 +21,23 @@ QUICK = Path(__file__).resolve().parents[1] / "configs" / "quick.toml"
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "run", help="the loop on the target, or diagnose-synth-train on given runs; resumable",
-        description=__doc__.splitlines()[0]
+        "run",
+        help="the loop on the target, or diagnose-synth-train on given runs; resumable",
+        description=__doc__.splitlines()[0],
     )
-    parser.add_argument("inputs", nargs="*", type=Path, metavar="PATH",
-                        help="agent runs to diagnose (default: the loop on the target environment)")
+    parser.add_argument(
+        "inputs",
+        nargs="*",
+        type=Path,
+        metavar="PATH",
+        help="agent runs to diagnose (default: the loop on the target environment)",
+    )
     parser.add_argument("--out", type=Path, required=True, help="run directory (rerun the same command to resume)")
-    parser.add_argument("--quick", action="store_true",
-                        help=f"smoke-run sizes from {QUICK.name} (tiny model, minutes), under --config and flags")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"smoke-run sizes from {QUICK.name} (tiny model, minutes), under --config and flags",
+    )
     add_config_arguments(parser, RunConfig)
     parser.set_defaults(run=run)
 

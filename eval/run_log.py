@@ -10,8 +10,8 @@ import contextlib
 import logging
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 LOG_FILE = "run.log"
 LIBRARIES = ("py.warnings", "transformers", "peft", "trl", "accelerate", "torch", "datasets", "httpx")

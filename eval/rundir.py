@@ -19,9 +19,10 @@ import platform
 import shutil
 import sys
 import time
+from collections.abc import Callable, Iterable
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from tracegym.errors import UserError
 from tracegym.files import sha256_file, write_text_atomic
@@ -101,11 +102,15 @@ class RunDirectory:
         try:
             manifest = json.loads(self.manifest_path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise RunDirectoryError(f"{self.manifest_path}: not a readable run manifest ({error}); "
-                                    f"use a new --out directory or remove the file") from None
+            raise RunDirectoryError(
+                f"{self.manifest_path}: not a readable run manifest ({error}); "
+                f"use a new --out directory or remove the file"
+            ) from None
         if not isinstance(manifest, dict) or not isinstance(manifest.get("stages"), dict):
-            raise RunDirectoryError(f"{self.manifest_path}: not a run manifest (no 'stages' table); "
-                                    f"use a new --out directory or remove the file")
+            raise RunDirectoryError(
+                f"{self.manifest_path}: not a run manifest (no 'stages' table); "
+                f"use a new --out directory or remove the file"
+            )
         return manifest
 
     def _clear_stages(self) -> None:

@@ -18,10 +18,11 @@ import contextlib
 import ctypes
 import os
 import signal
+from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -60,7 +61,9 @@ def run_stages(run: RunDirectory, works: dict[str, StageWork], workers: int) -> 
     threads = max(1, len(os.sched_getaffinity(0)) // workers)
     queue, running, failures = list(pending.items()), {}, []
     spawn = get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=spawn, initializer=_start_worker, initargs=(run.root, threads)) as pool:
+    with ProcessPoolExecutor(
+        workers, mp_context=spawn, initializer=_start_worker, initargs=(run.root, threads)
+    ) as pool:
 
         def send_next() -> None:  # a stage is marked running when a worker is free for it
             stage, (function, arguments) = queue.pop(0)

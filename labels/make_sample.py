@@ -221,13 +221,22 @@ def draw(data: Path, plan: dict[str, tuple[int, int]], seed: int, taken: set[tup
     sample = []
     for run_file, (n_fail, n_pass) in plan.items():
         simulations = json.loads((data / "tau2" / "results" / run_file).read_text())["simulations"]
-        graded = [s for s in simulations if (s.get("reward_info") or {}).get("reward") is not None
-                  and (run_file, s["id"]) not in taken]
+        graded = [
+            s
+            for s in simulations
+            if (s.get("reward_info") or {}).get("reward") is not None and (run_file, s["id"]) not in taken
+        ]
         failed = [s for s in graded if s["reward_info"]["reward"] < 1.0]
         passed = [s for s in graded if s["reward_info"]["reward"] >= 1.0]
         for sim in rng.sample(failed, n_fail) + rng.sample(passed, n_pass):
-            sample.append({"run_file": run_file, "sim_id": sim["id"], "task_id": str(sim["task_id"]),
-                           "reward": sim["reward_info"]["reward"]})
+            sample.append(
+                {
+                    "run_file": run_file,
+                    "sim_id": sim["id"],
+                    "task_id": str(sim["task_id"]),
+                    "reward": sim["reward_info"]["reward"],
+                }
+            )
     order = list(range(len(sample)))
     random.Random(seed + 1).shuffle(order)
     for rank, index in enumerate(order):

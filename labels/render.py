@@ -26,21 +26,30 @@ def render(entry: dict, width: int) -> str:
     sim = next(s for s in run["simulations"] if s["id"] == entry["sim_id"])
     task = next(t for t in run["tasks"] if str(t["id"]) == str(sim["task_id"]))
     info = run["info"]
-    lines = [f"# {entry['run_file']}  sim {sim['id']}  task {sim['task_id']}",
-             f"agent: {info['agent_info'].get('implementation')} / {info['agent_info'].get('llm')}   "
-             f"user: {info['user_info'].get('implementation')} / {info['user_info'].get('llm')}",
-             f"reward {sim['reward_info'].get('reward')}   termination {sim.get('termination_reason')}", "",
-             "## task", json.dumps(task.get("description"), indent=1),
-             json.dumps(task["user_scenario"], indent=1), "",
-             "## evaluation criteria (gold)", json.dumps(task["evaluation_criteria"], indent=1), "",
-             "## verdict details"]
+    lines = [
+        f"# {entry['run_file']}  sim {sim['id']}  task {sim['task_id']}",
+        f"agent: {info['agent_info'].get('implementation')} / {info['agent_info'].get('llm')}   "
+        f"user: {info['user_info'].get('implementation')} / {info['user_info'].get('llm')}",
+        f"reward {sim['reward_info'].get('reward')}   termination {sim.get('termination_reason')}",
+        "",
+        "## task",
+        json.dumps(task.get("description"), indent=1),
+        json.dumps(task["user_scenario"], indent=1),
+        "",
+        "## evaluation criteria (gold)",
+        json.dumps(task["evaluation_criteria"], indent=1),
+        "",
+        "## verdict details",
+    ]
     reward_info = sim["reward_info"]
     for key in ("db_check", "reward_breakdown", "nl_assertions", "communicate_checks", "env_assertions"):
         lines.append(f"{key}: {json.dumps(reward_info.get(key))}")
     for check in reward_info.get("action_checks") or []:
         action = check["action"]
-        lines.append(f"action_check match={check['action_match']}: {action['name']}({json.dumps(action['arguments'])})"
-                     f" requestor={action.get('requestor')}")
+        lines.append(
+            f"action_check match={check['action_match']}: {action['name']}({json.dumps(action['arguments'])})"
+            f" requestor={action.get('requestor')}"
+        )
     lines += ["", "## messages"]
     for index, message in enumerate(sim["messages"]):
         role = message["role"]

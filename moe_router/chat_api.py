@@ -120,7 +120,10 @@ def to_messages(request: ChatRequest) -> list[Message]:
         if message.role in ("system", "developer"):
             messages.append(Message(role="system", content=message.text()))
         elif message.role == "assistant":
-            calls = [ToolCall(id=call.id, name=call.function.name, arguments=_arguments(call, index)) for call in message.tool_calls or []]
+            calls = [
+                ToolCall(id=call.id, name=call.function.name, arguments=_arguments(call, index))
+                for call in message.tool_calls or []
+            ]
             messages.append(Message(role="assistant", content=message.text(), tool_calls=calls))
         else:
             messages.append(Message(role=message.role, content=message.text(), tool_call_id=message.tool_call_id))
@@ -138,9 +141,13 @@ def _arguments(call: ToolCallIn, index: int) -> dict[str, Any]:
     try:
         arguments = json.loads(call.function.arguments) if call.function.arguments.strip() else {}
     except json.JSONDecodeError as error:
-        raise RequestError(400, f"messages[{index}].tool_calls: arguments of '{call.function.name}' are not JSON: {error.msg}") from None
+        raise RequestError(
+            400, f"messages[{index}].tool_calls: arguments of '{call.function.name}' are not JSON: {error.msg}"
+        ) from None
     if not isinstance(arguments, dict):
-        raise RequestError(400, f"messages[{index}].tool_calls: arguments of '{call.function.name}' must be a JSON object")
+        raise RequestError(
+            400, f"messages[{index}].tool_calls: arguments of '{call.function.name}' must be a JSON object"
+        )
     return arguments
 
 
@@ -156,8 +163,11 @@ def reply_message(text: str) -> tuple[dict[str, Any], bool]:
     if not turn.calls or turn.errors:
         return {"role": "assistant", "content": text}, False
     calls = [
-        {"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
-         "function": {"name": call.name, "arguments": json.dumps(call.arguments)}}
+        {
+            "id": f"call_{uuid.uuid4().hex[:24]}",
+            "type": "function",
+            "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+        }
         for call in turn.calls
     ]
     return {"role": "assistant", "content": turn.text or None, "tool_calls": calls}, True
@@ -171,8 +181,18 @@ def completion(model: str, text: str, finish: str, prompt_tokens: int, completio
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if has_calls and finish == "stop" else finish}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens},
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if has_calls and finish == "stop" else finish,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
     }
 
 
@@ -190,9 +210,16 @@ class StreamWriter:
         self.model, self.id, self.created = model, f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         self.stops, self.sent = stops, ""
 
-    def chunk(self, delta: dict[str, Any], finish: str | None = None, usage: dict[str, int] | None = None) -> dict[str, Any]:
-        payload = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    def chunk(
+        self, delta: dict[str, Any], finish: str | None = None, usage: dict[str, int] | None = None
+    ) -> dict[str, Any]:
+        payload = {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
         if usage is not None:
             payload["choices"], payload["usage"] = [], usage
         return payload

@@ -15,9 +15,13 @@ class RouterTrainingConfig:
 
     flag_prefix: ClassVar[str] = "router"
     labels: Literal["dialogue", "assistant"] = option(
-        "dialogue", "which tokens of an adapter's dialogues are labelled with it: all, or the assistant turns (rest base)")
+        "dialogue",
+        "which tokens of an adapter's dialogues are labelled with it: all, or the assistant turns (rest base)",
+    )
     train_dialogues: int = option(8, "oracle dialogues per adapter to train on (base text: about as many in all)")
-    heldout_dialogues: int = option(4, "held-out-seed dialogues per adapter, and of the held-out family, for the accuracy")
+    heldout_dialogues: int = option(
+        4, "held-out-seed dialogues per adapter, and of the held-out family, for the accuracy"
+    )
     max_tokens: int = option(1536, "dialogues are cut at this many tokens")
     tokens_per_slot: int = option(2048, "training tokens drawn per slot (their hidden states are kept for every layer)")
     steps: int = option(300, "Adam steps on the gates")
@@ -28,7 +32,15 @@ class RouterTrainingConfig:
     seed: int = option(0, "seed of the token draw")
 
     def __post_init__(self) -> None:
-        for name in ("train_dialogues", "heldout_dialogues", "max_tokens", "tokens_per_slot", "steps", "gate_batch", "top_k"):
+        for name in (
+            "train_dialogues",
+            "heldout_dialogues",
+            "max_tokens",
+            "tokens_per_slot",
+            "steps",
+            "gate_batch",
+            "top_k",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.learning_rate <= 0 or self.load_balance < 0:
@@ -40,14 +52,18 @@ class ServeConfig:
     """`tracegym serve` settings."""
 
     flag_prefix: ClassVar[str] = ""
-    model_name: str = option("tracegym", "model id of the token-routed mixture (NAME:task, NAME:base, NAME:<adapter> too)")
+    model_name: str = option(
+        "tracegym", "model id of the token-routed mixture (NAME:task, NAME:base, NAME:<adapter> too)"
+    )
     host: str = option("127.0.0.1", "address to bind (default: this machine only)")
     port: int = option(8000, "TCP port (0: any free port)")
     max_batch_size: int = option(8, "requests generated together in one batch")
     max_queue: int = option(64, "requests that may wait; more are refused with 503")
     batch_wait_ms: float = option(5.0, "milliseconds the worker waits for a batch to fill")
     max_tokens: int = option(512, "completion tokens when a request does not say")
-    max_context: int | None = option(None, "prompt + completion tokens allowed (default: the model's max_position_embeddings)")
+    max_context: int | None = option(
+        None, "prompt + completion tokens allowed (default: the model's max_position_embeddings)"
+    )
     max_body_bytes: int = option(4_000_000, "largest request body accepted")
 
     def __post_init__(self) -> None:

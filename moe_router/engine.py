@@ -16,8 +16,9 @@ import collections
 import logging
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
 
 import torch
 from torch import nn
@@ -100,8 +101,14 @@ class Engine:
     """The queue and the worker thread; `submit` from any thread, `start` / `stop` once."""
 
     def __init__(
-        self, model: nn.Module, tokenizer: PreTrainedTokenizerBase, router: MixtureRouter,
-        choose_slot: Callable[[str], int], max_batch_size: int = 8, max_queue: int = 64, batch_wait_s: float = 0.005,
+        self,
+        model: nn.Module,
+        tokenizer: PreTrainedTokenizerBase,
+        router: MixtureRouter,
+        choose_slot: Callable[[str], int],
+        max_batch_size: int = 8,
+        max_queue: int = 64,
+        batch_wait_s: float = 0.005,
     ) -> None:
         self.model, self.tokenizer, self.router, self.choose_slot = model, tokenizer, router, choose_slot
         self.max_batch_size, self.max_queue, self.batch_wait_s = max_batch_size, max_queue, batch_wait_s
@@ -168,18 +175,24 @@ class Engine:
         for request in batch:
             if request.slot is None:
                 request.slot = self.choose_slot(request.task or "")
-        padded = self.tokenizer.pad({"input_ids": [r.prompt for r in batch]}, padding=True, padding_side="left",
-                                    return_tensors="pt")
+        padded = self.tokenizer.pad(
+            {"input_ids": [r.prompt for r in batch]}, padding=True, padding_side="left", return_tensors="pt"
+        )
         device = next(self.model.parameters()).device
         stopper = _RowStopper(batch, self.tokenizer)
         temperature, top_p = batch[0].sampling_key
         sampling = temperature > 0
         with self.router.routing_rows([r.slot for r in batch]):
             self.model.generate(
-                input_ids=padded["input_ids"].to(device), attention_mask=padded["attention_mask"].to(device),
-                max_new_tokens=max(r.max_new_tokens for r in batch), do_sample=sampling,
-                temperature=temperature if sampling else None, top_p=top_p if sampling else None, top_k=None,
-                pad_token_id=self.pad_id, eos_token_id=self.tokenizer.eos_token_id,
+                input_ids=padded["input_ids"].to(device),
+                attention_mask=padded["attention_mask"].to(device),
+                max_new_tokens=max(r.max_new_tokens for r in batch),
+                do_sample=sampling,
+                temperature=temperature if sampling else None,
+                top_p=top_p if sampling else None,
+                top_k=None,
+                pad_token_id=self.pad_id,
+                eos_token_id=self.tokenizer.eos_token_id,
                 stopping_criteria=StoppingCriteriaList([stopper]),
             )
         for row, request in enumerate(batch):

@@ -74,8 +74,10 @@ def read_artifact(folder: Path) -> AdapterArtifact:
     try:
         return AdapterArtifact.model_validate_json(path.read_text(encoding="utf-8"))
     except OSError as error:
-        raise UserError(f"{path}: cannot read ({error.strerror or error}); the router needs the environment each "
-                        "adapter was trained on, which `tracegym train` records there") from None
+        raise UserError(
+            f"{path}: cannot read ({error.strerror or error}); the router needs the environment each "
+            "adapter was trained on, which `tracegym train` records there"
+        ) from None
     except ValidationError as error:
         first = error.errors()[0]
         raise UserError(f"{path}: not an AdapterArtifact: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
@@ -90,7 +92,11 @@ def adapter_name(capability: str) -> str:
 
 
 def write_routed_folder(
-    out: Path, sources: list[Path], entries: list[AdapterEntry], manifest_fields: dict[str, Any], router: MixtureRouter,
+    out: Path,
+    sources: list[Path],
+    entries: list[AdapterEntry],
+    manifest_fields: dict[str, Any],
+    router: MixtureRouter,
     metrics: dict[str, Any],
 ) -> RouterManifest:
     """Write the folder at `out` (built beside it, then renamed into place): adapter copies from
@@ -103,8 +109,13 @@ def write_routed_folder(
         for name in ADAPTER_FILES:
             shutil.copyfile(source / name, target / name)
             entry.sha256[name] = sha256_file(target / name)
-    save_file({"gate_weight": router.gate_weight.detach().cpu().contiguous(),
-               "gate_bias": router.gate_bias.detach().cpu().contiguous()}, str(partial / GATES_FILE))
+    save_file(
+        {
+            "gate_weight": router.gate_weight.detach().cpu().contiguous(),
+            "gate_bias": router.gate_bias.detach().cpu().contiguous(),
+        },
+        str(partial / GATES_FILE),
+    )
     manifest = RouterManifest(adapters=entries, **manifest_fields)
     write_text_atomic(partial / MANIFEST_FILE, manifest.model_dump_json(indent=2))
     write_text_atomic(partial / METRICS_FILE, json.dumps(metrics, indent=2))
@@ -121,12 +132,16 @@ def read_manifest(folder: str | Path) -> RouterManifest:
     try:
         manifest = RouterManifest.model_validate_json(path.read_text(encoding="utf-8"))
     except OSError as error:
-        raise UserError(f"{path}: cannot read ({error.strerror or error}); is {folder} a folder `tracegym route` wrote?") from None
+        raise UserError(
+            f"{path}: cannot read ({error.strerror or error}); is {folder} a folder `tracegym route` wrote?"
+        ) from None
     except ValidationError as error:
         first = error.errors()[0]
         raise UserError(f"{path}: not a router manifest: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
     if not manifest.adapters or not 1 <= manifest.top_k <= len(manifest.adapters) + 1:
-        raise UserError(f"{path}: needs at least one adapter and top_k in [1, adapters + 1], got top_k={manifest.top_k}")
+        raise UserError(
+            f"{path}: needs at least one adapter and top_k in [1, adapters + 1], got top_k={manifest.top_k}"
+        )
     for entry in manifest.adapters:
         if set(entry.sha256) != set(ADAPTER_FILES):
             raise UserError(f"{path}: adapter '{entry.name}' must record the sha256 of {', '.join(ADAPTER_FILES)}")
@@ -168,12 +183,16 @@ def load_mixture(
     return model, tokenizer, router, manifest
 
 
-def task_router_for(model: nn.Module, tokenizer: PreTrainedTokenizerBase, router: MixtureRouter, manifest: RouterManifest) -> TaskRouter:
+def task_router_for(
+    model: nn.Module, tokenizer: PreTrainedTokenizerBase, router: MixtureRouter, manifest: RouterManifest
+) -> TaskRouter:
     """The v1 task router over the manifest's adapters (capability names and family descriptions)."""
     return TaskRouter(model, tokenizer, router, [(entry.capability, entry.description) for entry in manifest.adapters])
 
 
-def load_policy(folder: str | Path, route: str = "token", device: str | None = None) -> tuple[nn.Module, PreTrainedTokenizerBase]:
+def load_policy(
+    folder: str | Path, route: str = "token", device: str | None = None
+) -> tuple[nn.Module, PreTrainedTokenizerBase]:
     """A routed folder as `(model, tokenizer)`; `route` is "token", "task", "base" or an adapter name.
 
     "task" routes each batch row by its first user message when the row's first forward pass
@@ -188,5 +207,7 @@ def load_policy(folder: str | Path, route: str = "token", device: str | None = N
         try:
             router.forced_slot = router.slot_of(route)
         except KeyError as error:
-            raise UserError(f"{folder}: {error.args[0]}; routes: {', '.join([*ROUTES, *router.adapter_names])}") from None
+            raise UserError(
+                f"{folder}: {error.args[0]}; routes: {', '.join([*ROUTES, *router.adapter_names])}"
+            ) from None
     return model, tokenizer

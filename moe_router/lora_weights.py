@@ -75,7 +75,9 @@ def read_adapter_config(folder: Path) -> dict[str, Any]:
         raise UserError(f"{path}: an adapter config is a JSON object")
     for key, allowed in _REQUIRED.items():
         if key in config and config[key] not in allowed:
-            raise UserError(f"{path}: unsupported LoRA setting {key}={config[key]!r} (the routed mixture supports plain LoRA)")
+            raise UserError(
+                f"{path}: unsupported LoRA setting {key}={config[key]!r} (the routed mixture supports plain LoRA)"
+            )
     for key in ("r", "lora_alpha"):
         if not isinstance(config.get(key), (int, float)) or isinstance(config.get(key), bool) or config[key] <= 0:
             raise UserError(f"{path}: '{key}' must be a positive number, got {config.get(key)!r}")

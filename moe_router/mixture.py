@@ -40,8 +40,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Iterator, Literal, Sequence
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -61,7 +62,9 @@ def rms_normalise(hidden: torch.Tensor) -> torch.Tensor:
     return F.rms_norm(hidden, hidden.shape[-1:], eps=_EPS)
 
 
-def gate_logits(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, normalised: bool = False) -> torch.Tensor:
+def gate_logits(
+    hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, normalised: bool = False
+) -> torch.Tensor:
     """Slot logits of `hidden` under gate `weight` (..., S, H) and `bias` (..., S); `hidden` is
     RMS-normalised first unless `normalised`.
 
@@ -145,7 +148,9 @@ class RoutedLinear(nn.Module):
     columns a·r..(a+1)·r, `lora_B_T` (n · r, out) its (scaling · B)^T in the same rows; ranks are
     zero-padded to the largest."""
 
-    def __init__(self, base: nn.Linear, lora_A: torch.Tensor, lora_B: torch.Tensor, state: LayerState, compute: Compute) -> None:
+    def __init__(
+        self, base: nn.Linear, lora_A: torch.Tensor, lora_B: torch.Tensor, state: LayerState, compute: Compute
+    ) -> None:
         """`lora_A` (n, r, in), `lora_B` (n, out, r) with the scaling folded in."""
         super().__init__()
         self.base_layer = base
@@ -275,7 +280,9 @@ class MixtureRouter(nn.Module):
         if self._token_route is not None:
             slots, weights = self._token_route
             if slots.shape[:2] != (batch, length):
-                raise ValueError(f"token routes of shape {tuple(slots.shape[:2])} given for a forward pass of shape {(batch, length)}")
+                raise ValueError(
+                    f"token routes of shape {tuple(slots.shape[:2])} given for a forward pass of shape {(batch, length)}"
+                )
             return self._weighted(slots.flatten(0, 1).to(hidden.device), weights.flatten(0, 1).to(hidden))
         if self.forced_slot is not None:
             return Route(dense=self.forced_slot)
@@ -324,7 +331,11 @@ def decoder_layers(model: nn.Module) -> tuple[str, nn.ModuleList]:
     """The dotted path and the ModuleList of a causal LM's decoder layers (`model.layers` in Llama,
     Qwen, Mistral and the like)."""
     for path, module in model.named_modules():
-        if path.endswith("layers") and isinstance(module, nn.ModuleList) and len(module) == model.config.num_hidden_layers:
+        if (
+            path.endswith("layers")
+            and isinstance(module, nn.ModuleList)
+            and len(module) == model.config.num_hidden_layers
+        ):
             return path, module
     raise UserError(f"{type(model).__name__}: cannot find its decoder layers (a ModuleList named 'layers')")
 
@@ -350,7 +361,9 @@ def _stack(adapters: Sequence[AdapterWeights], path: str, base: nn.Linear) -> tu
     return stacked_A, stacked_B
 
 
-def attach_mixture(model: nn.Module, adapters: Sequence[AdapterWeights], top_k: int = 1, compute: Compute = "auto") -> MixtureRouter:
+def attach_mixture(
+    model: nn.Module, adapters: Sequence[AdapterWeights], top_k: int = 1, compute: Compute = "auto"
+) -> MixtureRouter:
     """Put `adapters` into `model` (in place) as routed linear layers; returns the router, also
     reachable as `model.moe_router`. The model's parameters are frozen."""
     if not adapters:
@@ -375,7 +388,9 @@ def attach_mixture(model: nn.Module, adapters: Sequence[AdapterWeights], top_k: 
             raise UserError(f"{owner}: '{path}' is a {type(base).__name__}, not a linear layer")
         parent_path, _, child = path.rpartition(".")
         lora_A, lora_B = _stack(adapters, path, base)
-        model.get_submodule(parent_path).register_module(child, RoutedLinear(base, lora_A, lora_B, router.states[int(layer)], compute))
+        model.get_submodule(parent_path).register_module(
+            child, RoutedLinear(base, lora_A, lora_B, router.states[int(layer)], compute)
+        )
     for index, layer in enumerate(layers):
         layer.register_forward_pre_hook(router._hook(index), with_kwargs=True)
     model.moe_router = router

@@ -9,18 +9,25 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from tracegym.config import config_dict
 from tracegym.errors import UserError
+from tracegym.moe_router.config import RouterTrainingConfig
 from tracegym.moe_router.folder import (
-    MANIFEST_FILE, AdapterEntry, RouterManifest, adapter_name, read_artifact, task_router_for, write_routed_folder,
+    MANIFEST_FILE,
+    AdapterEntry,
+    RouterManifest,
+    adapter_name,
+    read_artifact,
+    task_router_for,
+    write_routed_folder,
 )
 from tracegym.moe_router.lora_weights import read_adapter
 from tracegym.moe_router.mixture import Compute, attach_mixture
 from tracegym.moe_router.router_data import LabelledDialogue, router_data
-from tracegym.moe_router.config import RouterTrainingConfig
 from tracegym.moe_router.router_training import train_router
 from tracegym.moe_router.task_router import TaskRouter
 from tracegym.synth_envs.registry import get_family
@@ -28,7 +35,9 @@ from tracegym.synth_envs.registry import get_family
 logger = logging.getLogger(__name__)
 
 
-def task_router_accuracy(task_router: TaskRouter, dialogues: Sequence[LabelledDialogue], names: Sequence[str]) -> dict[str, Any]:
+def task_router_accuracy(
+    task_router: TaskRouter, dialogues: Sequence[LabelledDialogue], names: Sequence[str]
+) -> dict[str, Any]:
     """Share of `dialogues` whose task the task router sends to the dialogue's slot, overall and per
     family, and how often each slot was chosen."""
     chosen = task_router.choose([d.task for d in dialogues])
@@ -46,8 +55,12 @@ def task_router_accuracy(task_router: TaskRouter, dialogues: Sequence[LabelledDi
 
 
 def build_router(
-    adapter_dirs: Sequence[Path], out: Path, config: RouterTrainingConfig, model_name: str | None = None,
-    compute: Compute = "auto", overwrite: bool = False,
+    adapter_dirs: Sequence[Path],
+    out: Path,
+    config: RouterTrainingConfig,
+    model_name: str | None = None,
+    compute: Compute = "auto",
+    overwrite: bool = False,
 ) -> tuple[RouterManifest, dict[str, Any]]:
     """Train a router over the adapters in `adapter_dirs` and write the routed folder `out`."""
     from tracegym.adapters.train import load_base
@@ -63,7 +76,9 @@ def build_router(
         raise UserError(f"two adapters for the same capability: {', '.join(names)}")
     bases = {a.base_model for a in artifacts}
     if model_name is None and len(bases) != 1:
-        raise UserError(f"the adapters were trained on different base models ({', '.join(sorted(bases))}); pass --model")
+        raise UserError(
+            f"the adapters were trained on different base models ({', '.join(sorted(bases))}); pass --model"
+        )
     base_model = model_name or bases.pop()
     families = []
     for folder, artifact in zip(adapter_dirs, artifacts):
@@ -74,20 +89,37 @@ def build_router(
     model, tokenizer = load_base(base_model)
     router = attach_mixture(model, [read_adapter(f, n) for f, n in zip(adapter_dirs, names)], config.top_k, compute)
     logger.info("router data: %d adapters, %d dialogues each", len(names), config.train_dialogues)
-    data = router_data(tokenizer, [a.env_spec for a in artifacts], config.train_dialogues, config.heldout_dialogues,
-                       config.max_tokens, assistant_only=config.labels == "assistant")
+    data = router_data(
+        tokenizer,
+        [a.env_spec for a in artifacts],
+        config.train_dialogues,
+        config.heldout_dialogues,
+        config.max_tokens,
+        assistant_only=config.labels == "assistant",
+    )
     metrics = {"token_router": train_router(model, router, data, config)}
     entries = [
-        AdapterEntry(name=name, capability=artifact.capability, family=family.name, description=family.description,
-                     folder=f"adapters/{name}", sha256={})
+        AdapterEntry(
+            name=name,
+            capability=artifact.capability,
+            family=family.name,
+            description=family.description,
+            folder=f"adapters/{name}",
+            sha256={},
+        )
         for name, artifact, family in zip(names, artifacts, families)
     ]
-    fields = {"base_model": base_model, "top_k": config.top_k, "compute": compute, "layers": len(router.states),
-              "hidden_size": router.gate_weight.shape[-1], "training": {"config": config_dict(config), "adapters": [str(p) for p in adapter_dirs]}}
+    fields = {
+        "base_model": base_model,
+        "top_k": config.top_k,
+        "compute": compute,
+        "layers": len(router.states),
+        "hidden_size": router.gate_weight.shape[-1],
+        "training": {"config": config_dict(config), "adapters": [str(p) for p in adapter_dirs]},
+    }
     task_router = task_router_for(model, tokenizer, router, RouterManifest(adapters=entries, **fields))
     tasks = list({(d.family, d.seed): d for d in data.heldout}.values())
     metrics["task_router"] = task_router_accuracy(task_router, tasks, names)
     manifest = write_routed_folder(out, list(adapter_dirs), entries, fields, router, metrics)
     logger.info("wrote %s", out / MANIFEST_FILE)
     return manifest, metrics
-

@@ -28,16 +28,16 @@ the start of its `eval_seeds`; base families use their default knobs and the Env
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from transformers import PreTrainedTokenizerBase
 
 from tracegym.adapters.sft import dialogue_tokens
 from tracegym.moe_router.mixture import BASE_SLOT
 from tracegym.schema import EnvSpec
-from tracegym.synth_envs.base import play
 from tracegym.synth_envs import sandbox
+from tracegym.synth_envs.base import play
 from tracegym.synth_envs.registry import families, get_family, make_env
 
 logger = logging.getLogger(__name__)
@@ -67,7 +67,11 @@ class RouterData:
 
 
 def oracle_dialogues(
-    tokenizer: PreTrainedTokenizerBase, spec: EnvSpec, slot: int, seeds: Sequence[int], max_tokens: int,
+    tokenizer: PreTrainedTokenizerBase,
+    spec: EnvSpec,
+    slot: int,
+    seeds: Sequence[int],
+    max_tokens: int,
     assistant_only: bool = False,
 ) -> list[LabelledDialogue]:
     """Oracle dialogues of `spec`'s environment on `seeds`, cut at `max_tokens` tokens: every token
@@ -79,26 +83,40 @@ def oracle_dialogues(
         tokens = dialogue_tokens(tokenizer, messages)
         labels = [slot if assistant or not assistant_only else BASE_SLOT for assistant in tokens["assistant_masks"]]
         task = messages[1].content
-        dialogues.append(LabelledDialogue(spec.family, seed, slot, task, tokens["input_ids"][:max_tokens], labels[:max_tokens]))
+        dialogues.append(
+            LabelledDialogue(spec.family, seed, slot, task, tokens["input_ids"][:max_tokens], labels[:max_tokens])
+        )
     return dialogues
 
 
 def router_data(
-    tokenizer: PreTrainedTokenizerBase, specs: Sequence[EnvSpec], train_dialogues: int, heldout_dialogues: int, max_tokens: int,
+    tokenizer: PreTrainedTokenizerBase,
+    specs: Sequence[EnvSpec],
+    train_dialogues: int,
+    heldout_dialogues: int,
+    max_tokens: int,
     assistant_only: bool = False,
 ) -> RouterData:
     """Labelled dialogues for adapters with environment `specs` (spec i is slot i + 1)."""
     train, heldout = [], []
     for slot, spec in enumerate(specs, start=1):
-        train += oracle_dialogues(tokenizer, spec, slot, _first(spec.train_seeds, train_dialogues), max_tokens, assistant_only)
-        heldout += oracle_dialogues(tokenizer, spec, slot, _first(spec.eval_seeds, heldout_dialogues), max_tokens, assistant_only)
+        train += oracle_dialogues(
+            tokenizer, spec, slot, _first(spec.train_seeds, train_dialogues), max_tokens, assistant_only
+        )
+        heldout += oracle_dialogues(
+            tokenizer, spec, slot, _first(spec.eval_seeds, heldout_dialogues), max_tokens, assistant_only
+        )
     covered = {spec.family for spec in specs}
     uncovered = [name for name in families() if name not in covered and _playable(name)]
     held_family = uncovered.pop() if uncovered else None
     for family in uncovered:  # base text: about as many dialogues in all as one adapter gets
         spec = EnvSpec(capability=family, family=family)
-        train += oracle_dialogues(tokenizer, spec, BASE_SLOT, _first(spec.train_seeds, -(-train_dialogues // len(uncovered))), max_tokens)
-        heldout += oracle_dialogues(tokenizer, spec, BASE_SLOT, _first(spec.eval_seeds, -(-heldout_dialogues // len(uncovered))), max_tokens)
+        train += oracle_dialogues(
+            tokenizer, spec, BASE_SLOT, _first(spec.train_seeds, -(-train_dialogues // len(uncovered))), max_tokens
+        )
+        heldout += oracle_dialogues(
+            tokenizer, spec, BASE_SLOT, _first(spec.eval_seeds, -(-heldout_dialogues // len(uncovered))), max_tokens
+        )
     if held_family:
         spec = EnvSpec(capability=held_family, family=held_family)
         heldout += oracle_dialogues(tokenizer, spec, BASE_SLOT, _first(spec.eval_seeds, heldout_dialogues), max_tokens)

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -43,8 +44,10 @@ def layer_features(
             by_slot[label].append((index, position))
     missing = [name for slot, name in enumerate(router.adapter_names, start=1) if not by_slot.get(slot)]
     if missing:
-        raise UserError(f"no training tokens for {', '.join(missing)}: its assistant turns start after the dialogue cut; "
-                        "raise --router-max-tokens")
+        raise UserError(
+            f"no training tokens for {', '.join(missing)}: its assistant turns start after the dialogue cut; "
+            "raise --router-max-tokens"
+        )
     generator = torch.Generator().manual_seed(seed)
     chosen: dict[int, list[int]] = defaultdict(list)
     for slot, places in sorted(by_slot.items()):
@@ -126,15 +129,24 @@ def routing_accuracy(
     per_slot = per_slot_layer.mean(0)
     metrics: dict[str, Any] = {
         "balanced_accuracy": round(per_slot[present].mean().item(), 4),
-        "per_slot": {names[s]: {"accuracy": round(per_slot[s].item(), 4), "tokens": int(counts[s])} for s in range(router.num_slots) if present[s]},
+        "per_slot": {
+            names[s]: {"accuracy": round(per_slot[s].item(), 4), "tokens": int(counts[s])}
+            for s in range(router.num_slots)
+            if present[s]
+        },
         "per_layer": [round(row[present].mean().item(), 4) for row in per_slot_layer],
     }
     if heldout_family is not None:
-        metrics["heldout_family"] = {"family": heldout_family, "routed_to_base": round(unseen_base / max(unseen_total, 1), 4)}
+        metrics["heldout_family"] = {
+            "family": heldout_family,
+            "routed_to_base": round(unseen_base / max(unseen_total, 1), 4),
+        }
     return metrics
 
 
-def train_router(model: nn.Module, router: MixtureRouter, data: RouterData, config: RouterTrainingConfig) -> dict[str, Any]:
+def train_router(
+    model: nn.Module, router: MixtureRouter, data: RouterData, config: RouterTrainingConfig
+) -> dict[str, Any]:
     """Fit `router`'s gates on `data.train` (in place) and measure them on `data.heldout`; returns
     the metrics (training loss terms, held-out accuracy, seconds per phase)."""
     started = time.perf_counter()
@@ -146,10 +158,17 @@ def train_router(model: nn.Module, router: MixtureRouter, data: RouterData, conf
     router.gate_bias.copy_(bias.to(router.gate_bias))
     heldout = routing_accuracy(model, router, data.heldout, data.heldout_family)
     return {
-        "training": {**{k: round(v, 4) for k, v in log.items()}, "tokens": int(labels.numel()),
-                     "tokens_per_slot": torch.bincount(labels, minlength=router.num_slots).tolist(),
-                     "dialogues": len(data.train), "base_families": data.base_families},
+        "training": {
+            **{k: round(v, 4) for k, v in log.items()},
+            "tokens": int(labels.numel()),
+            "tokens_per_slot": torch.bincount(labels, minlength=router.num_slots).tolist(),
+            "dialogues": len(data.train),
+            "base_families": data.base_families,
+        },
         "heldout": {**heldout, "dialogues": len(data.heldout)},
-        "seconds": {"features": round(featured - started, 1), "gates": round(trained - featured, 1),
-                    "heldout": round(time.perf_counter() - trained, 1)},
+        "seconds": {
+            "features": round(featured - started, 1),
+            "gates": round(trained - featured, 1),
+            "heldout": round(time.perf_counter() - trained, 1),
+        },
     }

@@ -16,8 +16,11 @@ from tracegym.moe_router.config import ServeConfig
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    serve = subparsers.add_parser("serve", help="OpenAI-compatible server for a routed folder (tools, streaming)",
-                                  description="OpenAI-compatible /v1/chat/completions, /v1/models and /health for a routed folder.")
+    serve = subparsers.add_parser(
+        "serve",
+        help="OpenAI-compatible server for a routed folder (tools, streaming)",
+        description="OpenAI-compatible /v1/chat/completions, /v1/models and /health for a routed folder.",
+    )
     serve.add_argument("folder", type=Path, metavar="DIR", help="routed folder written by `tracegym route`")
     add_config_arguments(serve, ServeConfig)
     serve.set_defaults(run=run_serve)
@@ -36,7 +39,9 @@ def run_serve(args: argparse.Namespace) -> int:
         raise UserError(f"cannot listen on {config.host}:{config.port}: {error.strerror or error}") from None
     signal.signal(signal.SIGTERM, lambda signum, frame: setattr(server.server, "should_exit", True))
     with server:
-        print(f"serving {args.folder} as '{config.model_name}' on {server.url}/v1 (Ctrl-C or SIGTERM stops)", flush=True)
+        print(
+            f"serving {args.folder} as '{config.model_name}' on {server.url}/v1 (Ctrl-C or SIGTERM stops)", flush=True
+        )
         while server.thread.is_alive():
             server.thread.join(0.5)
     return 0

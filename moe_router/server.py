@@ -21,7 +21,8 @@ import logging
 import socket
 import threading
 import time
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -30,8 +31,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tracegym.generation import render_chat
-from tracegym.moe_router.config import ServeConfig
 from tracegym.moe_router.chat_api import ChatRequest, RequestError, StreamWriter, completion, cut_at_stop, to_messages
+from tracegym.moe_router.config import ServeConfig
 from tracegym.moe_router.engine import GATED, Engine, GenerationRequest, QueueFull
 from tracegym.moe_router.folder import load_mixture, task_router_for
 
@@ -40,7 +41,9 @@ logger = logging.getLogger(__name__)
 
 def _error(status: int, message: str, code: str, headers: dict[str, str] | None = None) -> JSONResponse:
     kind = "invalid_request_error" if status < 500 else "server_error"
-    return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": code}}, status, headers=headers)
+    return JSONResponse(
+        {"error": {"message": message, "type": kind, "param": None, "code": code}}, status, headers=headers
+    )
 
 
 class BodyLimit:
@@ -93,8 +96,15 @@ def create_app(folder: str, config: ServeConfig) -> tuple[FastAPI, Engine]:
     """The app serving the routed folder `folder`, and its engine (started with the app)."""
     model, tokenizer, router, manifest = load_mixture(folder)
     task_router = task_router_for(model, tokenizer, router, manifest)
-    engine = Engine(model, tokenizer, router, lambda task: task_router.choose([task])[0], config.max_batch_size,
-                    config.max_queue, config.batch_wait_ms / 1000)
+    engine = Engine(
+        model,
+        tokenizer,
+        router,
+        lambda task: task_router.choose([task])[0],
+        config.max_batch_size,
+        config.max_queue,
+        config.batch_wait_ms / 1000,
+    )
     context = config.max_context or int(getattr(model.config, "max_position_embeddings", 2048))
     name = config.model_name
     routes: dict[str, int | None] = {name: GATED, f"{name}:task": None, f"{name}:base": 0}
@@ -118,7 +128,11 @@ def create_app(folder: str, config: ServeConfig) -> tuple[FastAPI, Engine]:
     async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
         first = error.errors()[0]
         if first.get("type") == "json_invalid":
-            return _error(400, f"request body is not valid JSON: {first.get('ctx', {}).get('error', first['msg'])}", "invalid_json")
+            return _error(
+                400,
+                f"request body is not valid JSON: {first.get('ctx', {}).get('error', first['msg'])}",
+                "invalid_json",
+            )
         where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
         return _error(400, f"{where or 'body'}: {first['msg']}", "invalid_request")
 
@@ -141,7 +155,10 @@ def create_app(folder: str, config: ServeConfig) -> tuple[FastAPI, Engine]:
 
     @app.get("/v1/models")
     def models() -> dict[str, Any]:
-        return {"object": "list", "data": [{"id": m, "object": "model", "created": created, "owned_by": "tracegym"} for m in routes]}
+        return {
+            "object": "list",
+            "data": [{"id": m, "object": "model", "created": created, "owned_by": "tracegym"} for m in routes],
+        }
 
     @app.post("/v1/chat/completions", response_model=None)
     async def chat(body: ChatRequest) -> JSONResponse | StreamingResponse | dict[str, Any]:
@@ -153,13 +170,23 @@ def create_app(folder: str, config: ServeConfig) -> tuple[FastAPI, Engine]:
         room = context - len(prompt)
         wanted = body.requested_tokens()
         if room < 1 or (wanted is not None and wanted > room):
-            raise RequestError(400, f"context too long: {len(prompt)} prompt tokens + {wanted or 1} completion tokens "
-                                    f"exceed the {context}-token context window", "context_length_exceeded")
+            raise RequestError(
+                400,
+                f"context too long: {len(prompt)} prompt tokens + {wanted or 1} completion tokens "
+                f"exceed the {context}-token context window",
+                "context_length_exceeded",
+            )
         channel = _Channel(asyncio.get_running_loop())
         first_user = next((m.content for m in messages if m.role == "user"), "")
         request = GenerationRequest(
-            prompt=prompt, max_new_tokens=min(wanted or config.max_tokens, room), temperature=body.temperature,
-            top_p=body.top_p, sink=channel, slot=routes[body.model], task=first_user, stops=body.stops(),
+            prompt=prompt,
+            max_new_tokens=min(wanted or config.max_tokens, room),
+            temperature=body.temperature,
+            top_p=body.top_p,
+            sink=channel,
+            slot=routes[body.model],
+            task=first_user,
+            stops=body.stops(),
         )
         try:
             engine.submit(request)
@@ -167,7 +194,9 @@ def create_app(folder: str, config: ServeConfig) -> tuple[FastAPI, Engine]:
             return _error(503, f"server busy: {error}; retry later", "queue_full", {"Retry-After": "1"})
         if body.stream:
             include_usage = bool((body.stream_options or {}).get("include_usage"))
-            return StreamingResponse(_stream(body.model, request, channel, include_usage), media_type="text/event-stream")
+            return StreamingResponse(
+                _stream(body.model, request, channel, include_usage), media_type="text/event-stream"
+            )
         tokens: list[int] = []
         try:
             while True:
@@ -182,7 +211,9 @@ def create_app(folder: str, config: ServeConfig) -> tuple[FastAPI, Engine]:
         finally:
             request.cancelled.set()
 
-    async def _stream(model_id: str, request: GenerationRequest, channel: _Channel, include_usage: bool) -> AsyncIterator[str]:
+    async def _stream(
+        model_id: str, request: GenerationRequest, channel: _Channel, include_usage: bool
+    ) -> AsyncIterator[str]:
         writer, tokens = StreamWriter(model_id, request.stops), []
         try:
             yield _sse(writer.chunk({"role": "assistant", "content": ""}))
@@ -200,8 +231,11 @@ def create_app(folder: str, config: ServeConfig) -> tuple[FastAPI, Engine]:
                     for chunk in writer.finish(tokenizer.decode(tokens, skip_special_tokens=True), value):
                         yield _sse(chunk)
                     if include_usage:
-                        usage = {"prompt_tokens": len(request.prompt), "completion_tokens": len(tokens),
-                                 "total_tokens": len(request.prompt) + len(tokens)}
+                        usage = {
+                            "prompt_tokens": len(request.prompt),
+                            "completion_tokens": len(tokens),
+                            "total_tokens": len(request.prompt) + len(tokens),
+                        }
                         yield _sse(writer.chunk({}, usage=usage))
                 yield "data: [DONE]\n\n"
                 return
@@ -233,7 +267,7 @@ class RunningServer:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def __enter__(self) -> "RunningServer":
+    def __enter__(self) -> RunningServer:
         self.thread.start()
         deadline = time.monotonic() + 60
         while not self.server.started:
@@ -246,4 +280,3 @@ class RunningServer:
         self.server.should_exit = True
         self.thread.join(30)
         self.socket.close()
-

@@ -14,8 +14,9 @@ number of rows than the one that started them is refused: the choices would not 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -45,7 +46,9 @@ def label_token_ids(tokenizer: PreTrainedTokenizerBase, count: int) -> list[int]
 def task_prompt(capabilities: Sequence[tuple[str, str]], task: str) -> list[Message]:
     """The classification dialogue: the labelled capability (name, description) list, a last label
     for "none of these", and the task."""
-    lines = [f"{LABELS[i]}: {name.replace('_', ' ')}. {description}" for i, (name, description) in enumerate(capabilities)]
+    lines = [
+        f"{LABELS[i]}: {name.replace('_', ' ')}. {description}" for i, (name, description) in enumerate(capabilities)
+    ]
     lines.append(f"{LABELS[len(capabilities)]}: none of these; the task needs no specialist.")
     choices = "\n".join(lines)
     return [
@@ -62,8 +65,13 @@ class TaskRouter:
 
     `capabilities`: (name, description) per adapter, in slot order (adapter i is slot i + 1)."""
 
-    def __init__(self, model: nn.Module, tokenizer: PreTrainedTokenizerBase, router: MixtureRouter,
-                 capabilities: Sequence[tuple[str, str]]) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        tokenizer: PreTrainedTokenizerBase,
+        router: MixtureRouter,
+        capabilities: Sequence[tuple[str, str]],
+    ) -> None:
         if len(capabilities) != len(router.adapter_names):
             raise ValueError(f"{len(capabilities)} descriptions for {len(router.adapter_names)} adapters")
         self.model, self.tokenizer, self.router = model, tokenizer, router
@@ -97,9 +105,13 @@ class UserTurnReader:
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
         self.tokenizer = tokenizer
-        text = tokenizer.decode(render_chat(tokenizer, [Message(role="system", content=_SENTINEL),
-                                                        Message(role="user", content=_SENTINEL + _SENTINEL)],
-                                            add_generation_prompt=False))
+        text = tokenizer.decode(
+            render_chat(
+                tokenizer,
+                [Message(role="system", content=_SENTINEL), Message(role="user", content=_SENTINEL + _SENTINEL)],
+                add_generation_prompt=False,
+            )
+        )
         first, second = text.index(_SENTINEL), text.index(_SENTINEL * 2)
         closing = text[second + 2 :].rstrip()  # what ends a message (ChatML: <|im_end|>)
         between = text[first + 1 : second]  # the system message's end, then the user header

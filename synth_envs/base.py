@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
+from collections.abc import Hashable, Iterator
 from dataclasses import asdict
-from typing import Any, ClassVar, Hashable, Iterator
+from typing import Any, ClassVar
 
 from tracegym import environment
 from tracegym.environment import StepResult
@@ -183,7 +184,9 @@ class Environment(environment.Environment, ABC):
                 self.state, self.calls, self.turns, self.errors, self.ended = self._new_state(), [], 0, 0, False
                 return self._task()
             self.rejections.append(problem)
-        raise RuntimeError(f"{self.name}: no acceptable episode for seed {seed} in {self.max_attempts} attempts: {self.rejections[-3:]}")
+        raise RuntimeError(
+            f"{self.name}: no acceptable episode for seed {seed} in {self.max_attempts} attempts: {self.rejections[-3:]}"
+        )
 
     def step(self, action: str) -> StepResult:
         """Apply one assistant turn. Tool calls are answered; plain text ends the episode."""
@@ -237,7 +240,7 @@ class Environment(environment.Environment, ABC):
 
     # -- the twin: oracle, wrong trajectories, hint --------------------------------------------
 
-    def _fresh(self, seed: int) -> "Environment":
+    def _fresh(self, seed: int) -> Environment:
         """A twin environment freshly reset to `seed` (cached for the last seed asked)."""
         if self._twin is None or self._twin_seed != seed:
             twin = type(self)(self.config)
@@ -276,7 +279,9 @@ def _steps(env: environment.Environment, actions: list[str]) -> Iterator[tuple[s
             return
 
 
-def play(env: environment.Environment, seed: int, actions: list[str], hint: bool = False) -> tuple[list[Message], StepResult]:
+def play(
+    env: environment.Environment, seed: int, actions: list[str], hint: bool = False
+) -> tuple[list[Message], StepResult]:
     """Run scripted assistant turns on `seed`; returns the dialogue and the last step's result."""
     system = env.system_prompt + (f"\n\nHint: {env.hint(seed)}" if hint else "")
     messages = [Message(role="system", content=system), Message(role="user", content=env.reset(seed))]

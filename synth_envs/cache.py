@@ -8,7 +8,8 @@ in one place and can be cleared (`clear()`).
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Callable, Generic, Hashable, TypeVar
+from collections.abc import Callable, Hashable
+from typing import Any, Generic, TypeVar
 
 Value = TypeVar("Value")
 

@@ -18,12 +18,12 @@ from __future__ import annotations
 import json
 import logging
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Protocol, Sequence
+from typing import Any, ClassVar, Protocol
 
 from tracegym.config import RolloutConfig, option
-
 from tracegym.environment import StepResult
 from tracegym.synth_envs.base import Environment
 from tracegym.synth_envs.registry import get_family, make_env
@@ -61,13 +61,20 @@ class Point:
     rollouts: int
 
     @classmethod
-    def from_groups(cls, knobs: dict[str, Any], index: int, groups: list[list[float]]) -> "Point":
+    def from_groups(cls, knobs: dict[str, Any], index: int, groups: list[list[float]]) -> Point:
         rewards = [r for group in groups for r in group]
         if not rewards:
             raise ValueError("no rewards measured")
-        return cls(knobs, index, round(sum(rewards) / len(rewards), 4), round(sum(r >= 1.0 for r in rewards) / len(rewards), 4),
-                   round(sum(all(r == 0.0 for r in g) for g in groups) / len(groups), 4),
-                   round(sum(all(r >= 1.0 for r in g) for g in groups) / len(groups), 4), len(groups), len(groups[0]))
+        return cls(
+            knobs,
+            index,
+            round(sum(rewards) / len(rewards), 4),
+            round(sum(r >= 1.0 for r in rewards) / len(rewards), 4),
+            round(sum(all(r == 0.0 for r in g) for g in groups) / len(groups), 4),
+            round(sum(all(r >= 1.0 for r in g) for g in groups) / len(groups), 4),
+            len(groups),
+            len(groups[0]),
+        )
 
     def in_band(self, config: CalibrationConfig) -> bool:
         return config.low <= self.mean_reward <= config.high
@@ -79,8 +86,12 @@ class Point:
 
     def accepted(self, config: CalibrationConfig) -> bool:
         """The paper's full acceptance: mean and success in band, few degenerate groups."""
-        return (self.in_band(config) and config.low <= self.success_rate <= config.high
-                and self.all_zero_groups <= config.max_all_zero and self.all_one_groups <= config.max_all_one)
+        return (
+            self.in_band(config)
+            and config.low <= self.success_rate <= config.high
+            and self.all_zero_groups <= config.max_all_zero
+            and self.all_one_groups <= config.max_all_one
+        )
 
 
 @dataclass
@@ -96,9 +107,15 @@ class Calibration:
     policy: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"family": self.family, "policy": self.policy, "config": asdict(self.config), "knobs": self.knobs,
-                "in_band": self.in_band, "accepted": self.accepted,
-                "curve": [asdict(p) for p in sorted(self.curve, key=lambda p: p.ladder_index)]}
+        return {
+            "family": self.family,
+            "policy": self.policy,
+            "config": asdict(self.config),
+            "knobs": self.knobs,
+            "in_band": self.in_band,
+            "accepted": self.accepted,
+            "curve": [asdict(p) for p in sorted(self.curve, key=lambda p: p.ladder_index)],
+        }
 
 
 def calibrate(family: str, measure: Measure, config: CalibrationConfig, policy: str = "") -> Calibration:
@@ -120,8 +137,14 @@ def calibrate(family: str, measure: Measure, config: CalibrationConfig, policy: 
         groups = measure(family, dict(ladder[middle]), range(config.seeds), config.rollouts)
         point = Point.from_groups(dict(ladder[middle]), middle, groups)
         curve.append(point)
-        logger.info("%s rung %d %s: mean reward %.3f, success %.2f", family, middle, point.knobs, point.mean_reward,
-                    point.success_rate)
+        logger.info(
+            "%s rung %d %s: mean reward %.3f, success %.2f",
+            family,
+            middle,
+            point.knobs,
+            point.mean_reward,
+            point.success_rate,
+        )
         if point.trainable(config):
             break
         if point.mean_reward > config.high:
@@ -130,9 +153,16 @@ def calibrate(family: str, measure: Measure, config: CalibrationConfig, policy: 
             high = middle - 1
     centre = (config.low + config.high) / 2
     # ties (e.g. a policy that solves every rung) go to the hardest rung when too easy, the easiest when too hard
-    best = min(curve, key=lambda p: (not p.trainable(config), not 0 < p.success_rate < 1, not p.in_band(config),
-                                     round(abs(p.mean_reward - centre), 6),
-                                     -p.ladder_index if p.mean_reward > config.high else p.ladder_index))
+    best = min(
+        curve,
+        key=lambda p: (
+            not p.trainable(config),
+            not 0 < p.success_rate < 1,
+            not p.in_band(config),
+            round(abs(p.mean_reward - centre), 6),
+            -p.ladder_index if p.mean_reward > config.high else p.ladder_index,
+        ),
+    )
     return Calibration(family, config, best.knobs, best.in_band(config), best.accepted(config), curve, policy)
 
 
@@ -177,9 +207,10 @@ def backend_measure(backend: Any, rollout: RolloutConfig, progress: bool = True)
     params = SamplingConfig(max_new_tokens=rollout.max_new_tokens, temperature=rollout.temperature)
 
     def measure(family: str, knobs: dict[str, Any], seeds: Sequence[int], rollouts: int) -> list[list[float]]:
-        episodes = run_episodes(backend, lambda: make_env(family, **knobs), list(seeds), rollouts, params,
-                                progress=progress)
-        return [[e.reward for e in episodes[i * rollouts:(i + 1) * rollouts]] for i in range(len(seeds))]
+        episodes = run_episodes(
+            backend, lambda: make_env(family, **knobs), list(seeds), rollouts, params, progress=progress
+        )
+        return [[e.reward for e in episodes[i * rollouts : (i + 1) * rollouts]] for i in range(len(seeds))]
 
     return measure
 

@@ -11,8 +11,9 @@ it is handed and imports nothing from the base module (which imports it).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from tracegym.synth_envs.cache import BoundedCache
 
@@ -61,8 +62,13 @@ class RejectionReport:
         return (self.attempts - self.seeds) / self.attempts if self.attempts else 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"family": self.family, "seeds": self.seeds, "attempts": self.attempts,
-                "rejection_rate": round(self.rejection_rate, 4), "reasons": dict(self.reasons.most_common(8))}
+        return {
+            "family": self.family,
+            "seeds": self.seeds,
+            "attempts": self.attempts,
+            "rejection_rate": round(self.rejection_rate, 4),
+            "reasons": dict(self.reasons.most_common(8)),
+        }
 
 
 def _reason_kind(reason: str) -> str:

@@ -9,10 +9,56 @@ from typing import Any
 
 from tracegym.toolcalls import render_tool_call
 
-FIRST_NAMES = ("Ana", "Ben", "Chen", "Dara", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jia", "Kai", "Lena",
-               "Milo", "Nia", "Omar", "Pia", "Quin", "Rosa", "Sam", "Tara", "Uma", "Vik", "Wen", "Yara")
-LAST_NAMES = ("Abe", "Brooks", "Cruz", "Diaz", "Evans", "Fox", "Garcia", "Hill", "Ito", "Jones", "Khan",
-              "Li", "Moreau", "Novak", "Okafor", "Park", "Quinn", "Rossi", "Silva", "Tanaka", "Ueda", "Vega")
+FIRST_NAMES = (
+    "Ana",
+    "Ben",
+    "Chen",
+    "Dara",
+    "Eli",
+    "Fay",
+    "Gus",
+    "Hana",
+    "Ivo",
+    "Jia",
+    "Kai",
+    "Lena",
+    "Milo",
+    "Nia",
+    "Omar",
+    "Pia",
+    "Quin",
+    "Rosa",
+    "Sam",
+    "Tara",
+    "Uma",
+    "Vik",
+    "Wen",
+    "Yara",
+)
+LAST_NAMES = (
+    "Abe",
+    "Brooks",
+    "Cruz",
+    "Diaz",
+    "Evans",
+    "Fox",
+    "Garcia",
+    "Hill",
+    "Ito",
+    "Jones",
+    "Khan",
+    "Li",
+    "Moreau",
+    "Novak",
+    "Okafor",
+    "Park",
+    "Quinn",
+    "Rossi",
+    "Silva",
+    "Tanaka",
+    "Ueda",
+    "Vega",
+)
 
 
 def call(name: str, **arguments: Any) -> str:

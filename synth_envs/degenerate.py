@@ -23,8 +23,9 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Protocol, Sequence
+from typing import Any, Protocol
 
 from tracegym.synth_envs.base import Environment
 from tracegym.synth_envs.calibration import Policy, policy_measure
@@ -110,8 +111,11 @@ class RandomValidCalls:
             return "Done."
         spec = rng.choice(env.tools)
         parameters = spec["parameters"]
-        arguments = {name: _value(schema, rng, self.shown) for name, schema in parameters["properties"].items()
-                     if name in parameters.get("required", ()) or rng.random() < 0.5}
+        arguments = {
+            name: _value(schema, rng, self.shown)
+            for name, schema in parameters["properties"].items()
+            if name in parameters.get("required", ()) or rng.random() < 0.5
+        }
         return render_tool_call(spec["name"], arguments)
 
 

@@ -20,7 +20,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show = commands.add_parser("show", help="print one episode, its oracle solution and the reward")
     show.add_argument("family")
     show.add_argument("--seed", type=int, default=0)
-    show.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE", help="difficulty knob (JSON value), repeatable")
+    show.add_argument(
+        "--knob", action="append", default=[], metavar="NAME=VALUE", help="difficulty knob (JSON value), repeatable"
+    )
     show.add_argument("--hint", action="store_true", help="include the hint in the system prompt")
     show.set_defaults(run=run_show)
 
@@ -57,6 +59,8 @@ def run_show(args: argparse.Namespace) -> int:
     print(f"# {env.name}  seed {args.seed}  knobs {json.dumps(env.knobs())}")
     for message in messages:
         print(f"\n--- {message.role} ---\n{message.content}")
-    print(f"\n=== oracle reward {result.reward}  breakdown {json.dumps(result.info.get('reward_breakdown', {}), default=str)}")
+    print(
+        f"\n=== oracle reward {result.reward}  breakdown {json.dumps(result.info.get('reward_breakdown', {}), default=str)}"
+    )
     print(f"=== gold answer: {env.gold_answer(args.seed)}")
     return 0

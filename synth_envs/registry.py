@@ -20,8 +20,9 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from tracegym.schema import Capability
 from tracegym.synth_envs.base import Environment
@@ -37,23 +38,40 @@ class Row:
 
 CAPABILITY_TABLE: dict[str, Row] = {
     "structured_data_reasoning": Row("structured_data_reasoning", "filters, a join and an aggregate over tool results"),
-    "multi_step_task_completion": Row("multi_step_task_completion", "2-6 dependent operations, some of them bulk updates"),
+    "multi_step_task_completion": Row(
+        "multi_step_task_completion", "2-6 dependent operations, some of them bulk updates"
+    ),
     "precondition_verification": Row("precondition_verification", "records must be read before any write"),
     "tool_calling_precision": Row("tool_calling_precision", "exact types, formats, enums and looked-up ids"),
     "error_recovery": Row("error_recovery", "transient, rate-limit, session and moved-id errors to act on"),
     "causal_diagnosis": Row("causal_diagnosis", "injected cause and slice to find with SQL"),
-    "policy_compliance": Row("precondition_verification", "about half its requests break a policy rule and must be refused "
-                                                          "naming it; it has no user pressure and no transfer to a human"),
-    "fault_localisation": Row("code_repair", "the bug hides in one of the module's functions; an edit elsewhere is a "
-                                             "checked wrong trajectory"),
-    "patch_production": Row("code_repair", "0.4 of the reward for the failing target test and hidden inputs of the buggy "
-                                           "function passing after the edit, then 0.4 for every test and hidden input "
-                                           "that passed before still passing; no edit earns at most 0.1"),
-    "test_verification": Row(None, "code_repair offers run_tests, but no family's reward depends on running the tests "
-                                   "after the last edit, so none would train it"),
-    "issue_reproduction": Row(None, "no family's reward depends on showing the failure before the first edit: "
-                                    "code_repair grades only the final module"),
-    "edit_scope": Row("code_repair", "0.1 of the reward for a minimal edit (at most 2 changed lines beyond the reference fix)"),
+    "policy_compliance": Row(
+        "precondition_verification",
+        "about half its requests break a policy rule and must be refused "
+        "naming it; it has no user pressure and no transfer to a human",
+    ),
+    "fault_localisation": Row(
+        "code_repair", "the bug hides in one of the module's functions; an edit elsewhere is a checked wrong trajectory"
+    ),
+    "patch_production": Row(
+        "code_repair",
+        "0.4 of the reward for the failing target test and hidden inputs of the buggy "
+        "function passing after the edit, then 0.4 for every test and hidden input "
+        "that passed before still passing; no edit earns at most 0.1",
+    ),
+    "test_verification": Row(
+        None,
+        "code_repair offers run_tests, but no family's reward depends on running the tests "
+        "after the last edit, so none would train it",
+    ),
+    "issue_reproduction": Row(
+        None,
+        "no family's reward depends on showing the failure before the first edit: "
+        "code_repair grades only the final module",
+    ),
+    "edit_scope": Row(
+        "code_repair", "0.1 of the reward for a minimal edit (at most 2 changed lines beyond the reference fix)"
+    ),
 }
 
 _FAMILIES: dict[str, type[Environment]] = {}
@@ -146,8 +164,15 @@ def match_capabilities(capabilities: Iterable[Capability], threshold: float = 0.
         elif capability.name in by_description:
             matches.append(by_description[capability.name])
         else:
-            matches.append(Match(capability.name, None, "unmatched", 0.0,
-                                 "not in the capability table, and only proposed capabilities are matched by description"))
+            matches.append(
+                Match(
+                    capability.name,
+                    None,
+                    "unmatched",
+                    0.0,
+                    "not in the capability table, and only proposed capabilities are matched by description",
+                )
+            )
     return matches
 
 
@@ -169,8 +194,11 @@ def _match_descriptions(capabilities: list[Capability], threshold: float) -> dic
         best = int(similarity[row].argmax())
         score = round(float(similarity[row, best]), 4)
         if score >= threshold:
-            matches[capability.name] = Match(capability.name, names[best], "description", score, f"TF-IDF cosine {score}")
+            matches[capability.name] = Match(
+                capability.name, names[best], "description", score, f"TF-IDF cosine {score}"
+            )
         else:
-            matches[capability.name] = Match(capability.name, None, "unmatched", score,
-                                             f"TF-IDF cosine {score} below the threshold {threshold}")
+            matches[capability.name] = Match(
+                capability.name, None, "unmatched", score, f"TF-IDF cosine {score} below the threshold {threshold}"
+            )
     return matches

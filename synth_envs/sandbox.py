@@ -57,9 +57,10 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from tracegym.config import option
 from tracegym.errors import UserError
@@ -137,6 +138,7 @@ class SandboxResult:
 
 # -- availability --------------------------------------------------------------------------------
 
+
 def unavailable() -> str | None:
     """Why no sandbox can run here (None when one can); probed once per process."""
     if os.environ.get(SWITCH, "").lower() == "off":
@@ -146,8 +148,10 @@ def unavailable() -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def _probe() -> str | None:
-    needed = {"bwrap": "bubblewrap (bwrap) is not installed (apt-get install bubblewrap)",
-              "prlimit": "prlimit (util-linux) is missing, so no resource limits could be set"}
+    needed = {
+        "bwrap": "bubblewrap (bwrap) is not installed (apt-get install bubblewrap)",
+        "prlimit": "prlimit (util-linux) is missing, so no resource limits could be set",
+    }
     if os.geteuid() == 0:
         needed["setpriv"] = "setpriv (util-linux) is missing, so the sandbox could not drop root"
     for tool, problem in needed.items():
@@ -155,7 +159,12 @@ def _probe() -> str | None:
             return problem
     if _seccomp_program() is None:
         return f"no seccomp filter for the {platform.machine()} architecture"
-    run = _grade((("probe.py", "def one(x):\n    return x\n"),), "probe", (Case("v", "one", "(1,)", "1"),), SandboxConfig(timeout_s=20))
+    run = _grade(
+        (("probe.py", "def one(x):\n    return x\n"),),
+        "probe",
+        (Case("v", "one", "(1,)", "1"),),
+        SandboxConfig(timeout_s=20),
+    )
     if not run.ok or run.passed != ["v"]:
         return f"bwrap could not start a sandbox here ({run.reason or 'the probe failed'}: {run.output.strip()[:200]})"
     return None
@@ -169,6 +178,7 @@ def _require() -> None:
 
 # -- the two kinds of run ------------------------------------------------------------------------
 
+
 def run_tests(files: dict[str, str], test_module: str, config: SandboxConfig = SandboxConfig()) -> SandboxResult:
     """Run every `test_*` function of `test_module` (one of `files`): the agent's own check.
 
@@ -179,7 +189,9 @@ def run_tests(files: dict[str, str], test_module: str, config: SandboxConfig = S
     return _run_tests(tuple(sorted(files.items())), test_module, config)
 
 
-def grade(files: dict[str, str], module: str, cases: Sequence[Case], config: SandboxConfig = SandboxConfig()) -> SandboxResult:
+def grade(
+    files: dict[str, str], module: str, cases: Sequence[Case], config: SandboxConfig = SandboxConfig()
+) -> SandboxResult:
     """Call each case's function of `module` in the sandbox and compare its value outside with
     `case.expected` (values read back with `ast.literal_eval`, compared with `==`).
 
@@ -204,7 +216,9 @@ def _run_tests(files: tuple[tuple[str, str], ...], test_module: str, config: San
 
 
 @functools.lru_cache(maxsize=512)
-def _grade(files: tuple[tuple[str, str], ...], module: str, cases: tuple[Case, ...], config: SandboxConfig) -> SandboxResult:
+def _grade(
+    files: tuple[tuple[str, str], ...], module: str, cases: tuple[Case, ...], config: SandboxConfig
+) -> SandboxResult:
     calls = [[c.case, c.function, c.args] for c in cases]
     result = _execute(dict(files), {"mode": "calls", "module": module, "calls": calls}, config)
     results = _results(result)
@@ -263,11 +277,21 @@ def _execute(files: dict[str, str], request: dict[str, Any], config: SandboxConf
     report_read, report_write = os.pipe()
     output_read, output_write = os.pipe()
     try:
-        data = [arg for fd, name in zip(owned, files) for arg in ("--perms", "0444", "--ro-bind-data", str(fd), f"/task/{name}")]
+        data = [
+            arg
+            for fd, name in zip(owned, files)
+            for arg in ("--perms", "0444", "--ro-bind-data", str(fd), f"/task/{name}")
+        ]
         command = _command(config, data, runner, seccomp, report_write)
         process = subprocess.Popen(
-            _limits(config) + command, stdin=subprocess.PIPE, stdout=output_write, stderr=output_write, env={},
-            start_new_session=True, pass_fds=(*owned, runner, seccomp, report_write))
+            _limits(config) + command,
+            stdin=subprocess.PIPE,
+            stdout=output_write,
+            stderr=output_write,
+            env={},
+            start_new_session=True,
+            pass_fds=(*owned, runner, seccomp, report_write),
+        )
     finally:
         for fd in (*owned, runner, seccomp, report_write, output_write):
             os.close(fd)
@@ -302,17 +326,73 @@ def _command(config: SandboxConfig, data: list[str], runner: int, seccomp: int, 
         if path != "/usr" and not path.startswith("/usr/"):
             binds += ["--ro-bind", path, path]
     if os.geteuid() == 0:  # bwrap sets up the namespaces as root; setpriv drops to the sandbox uid
-        options, launcher = [], ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups",
-                                 "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+        options, launcher = (
+            [],
+            [
+                "setpriv",
+                f"--reuid={SANDBOX_UID}",
+                f"--regid={SANDBOX_UID}",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--bounding-set=-all",
+                "--no-new-privs",
+                "--",
+            ],
+        )
     else:  # an unprivileged user: its own user namespace, no capabilities, no nested namespaces
         options, launcher = ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"], []
-    return ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--die-with-parent", "--new-session", "--clearenv", "--hostname", "sandbox", *options,
-            "--ro-bind", "/usr", "/usr", *binds, "--proc", "/proc", "--dev", "/dev",
-            "--perms", "1777", "--size", str(config.scratch_mb * 2**20), "--tmpfs", "/work",
-            "--dir", "/task", *data, "--dir", "/runner", "--perms", "0444", "--ro-bind-data", str(runner), "/runner/sandbox_runner.py",
-            "--remount-ro", "/", "--chdir", "/work", "--seccomp", str(seccomp), "--", *launcher,
-            python, "-I", "-S", "-B", "/runner/sandbox_runner.py", str(report)]
+    return [
+        "bwrap",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+        "--hostname",
+        "sandbox",
+        *options,
+        "--ro-bind",
+        "/usr",
+        "/usr",
+        *binds,
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--perms",
+        "1777",
+        "--size",
+        str(config.scratch_mb * 2**20),
+        "--tmpfs",
+        "/work",
+        "--dir",
+        "/task",
+        *data,
+        "--dir",
+        "/runner",
+        "--perms",
+        "0444",
+        "--ro-bind-data",
+        str(runner),
+        "/runner/sandbox_runner.py",
+        "--remount-ro",
+        "/",
+        "--chdir",
+        "/work",
+        "--seccomp",
+        str(seccomp),
+        "--",
+        *launcher,
+        python,
+        "-I",
+        "-S",
+        "-B",
+        "/runner/sandbox_runner.py",
+        str(report),
+    ]
 
 
 def _limits(config: SandboxConfig) -> list[str]:
@@ -322,8 +402,13 @@ def _limits(config: SandboxConfig) -> list[str]:
     from an 800 MB process (measured) where a vfork-based spawn of prlimit costs ~6 ms.
     """
     mib = 2**20
-    limits = [f"--as={config.memory_mb * mib}", f"--cpu={config.cpu_s}:{config.cpu_s + 1}",
-              f"--fsize={config.file_mb * mib}", f"--nofile={config.open_files}", "--core=0"]
+    limits = [
+        f"--as={config.memory_mb * mib}",
+        f"--cpu={config.cpu_s}:{config.cpu_s + 1}",
+        f"--fsize={config.file_mb * mib}",
+        f"--nofile={config.open_files}",
+        "--core=0",
+    ]
     if os.geteuid() == 0:  # counted for uid 65534 once setpriv switches to it (root itself is exempt)
         limits.append(f"--nproc={config.processes}")
     return ["prlimit", *limits, "--"]
@@ -336,7 +421,9 @@ def _memfd(data: bytes) -> int:
     return fd
 
 
-def _collect(process: subprocess.Popen, streams: dict[int, bytes], config: SandboxConfig) -> tuple[dict[int, bytes], str]:
+def _collect(
+    process: subprocess.Popen, streams: dict[int, bytes], config: SandboxConfig
+) -> tuple[dict[int, bytes], str]:
     """Read both pipes until they close, the deadline or the output cap; the run's end status."""
     deadline = time.monotonic() + config.timeout_s
     status = "ok"
@@ -399,9 +486,13 @@ def _verdict(report: bytes, output: bytes, status: str, returncode: int, config:
 
 
 def _signal_reason(number: int) -> str:
-    reasons = {signal.SIGSYS: "a forbidden system call (process, thread or socket creation, ptrace, namespaces)",
-               signal.SIGXCPU: "CPU time limit exceeded", signal.SIGXFSZ: "file size limit exceeded",
-               signal.SIGSEGV: "crashed (memory limit?)", signal.SIGABRT: "aborted (memory limit?)"}
+    reasons = {
+        signal.SIGSYS: "a forbidden system call (process, thread or socket creation, ptrace, namespaces)",
+        signal.SIGXCPU: "CPU time limit exceeded",
+        signal.SIGXFSZ: "file size limit exceeded",
+        signal.SIGSEGV: "crashed (memory limit?)",
+        signal.SIGABRT: "aborted (memory limit?)",
+    }
     try:
         name = signal.Signals(number).name
     except ValueError:
@@ -414,12 +505,48 @@ def _signal_reason(number: int) -> str:
 # (AUDIT_ARCH value, syscalls that kill, the socket syscall) per machine; numbers from the kernel's
 # asm/unistd_64.h (x86_64) and asm-generic/unistd.h (aarch64)
 _SYSCALLS = {
-    "x86_64": (0xC000003E, {"fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "socketpair": 53, "ptrace": 101,
-                            "process_vm_readv": 310, "process_vm_writev": 311, "unshare": 272, "setns": 308, "mount": 165,
-                            "bpf": 321, "perf_event_open": 298, "userfaultfd": 323, "keyctl": 250, "io_uring_setup": 425}, 41),
-    "aarch64": (0xC00000B7, {"clone": 220, "clone3": 435, "socketpair": 199, "ptrace": 117, "process_vm_readv": 270,
-                             "process_vm_writev": 271, "unshare": 97, "setns": 268, "mount": 40, "bpf": 280,
-                             "perf_event_open": 241, "userfaultfd": 282, "keyctl": 219, "io_uring_setup": 425}, 198),
+    "x86_64": (
+        0xC000003E,
+        {
+            "fork": 57,
+            "vfork": 58,
+            "clone": 56,
+            "clone3": 435,
+            "socketpair": 53,
+            "ptrace": 101,
+            "process_vm_readv": 310,
+            "process_vm_writev": 311,
+            "unshare": 272,
+            "setns": 308,
+            "mount": 165,
+            "bpf": 321,
+            "perf_event_open": 298,
+            "userfaultfd": 323,
+            "keyctl": 250,
+            "io_uring_setup": 425,
+        },
+        41,
+    ),
+    "aarch64": (
+        0xC00000B7,
+        {
+            "clone": 220,
+            "clone3": 435,
+            "socketpair": 199,
+            "ptrace": 117,
+            "process_vm_readv": 270,
+            "process_vm_writev": 271,
+            "unshare": 97,
+            "setns": 268,
+            "mount": 40,
+            "bpf": 280,
+            "perf_event_open": 241,
+            "userfaultfd": 282,
+            "keyctl": 219,
+            "io_uring_setup": 425,
+        },
+        198,
+    ),
 }
 _LOAD, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
 _KILL, _ALLOW, _EACCES = 0x80000000, 0x7FFF0000, 0x00050000 | 13  # SECCOMP_RET_KILL_PROCESS, _ALLOW, _ERRNO|EACCES
@@ -442,10 +569,22 @@ def _seccomp_program() -> bytes | None:
     if known is None:
         return None
     arch, kill, socket = known
-    program = [_ins(_LOAD, 4), _ins(_JEQ, arch, 1, 0), _ins(_RET, _KILL), _ins(_LOAD, 0),
-               _ins(_JGE, 0x40000000, 0, 1), _ins(_RET, _KILL)]
+    program = [
+        _ins(_LOAD, 4),
+        _ins(_JEQ, arch, 1, 0),
+        _ins(_RET, _KILL),
+        _ins(_LOAD, 0),
+        _ins(_JGE, 0x40000000, 0, 1),
+        _ins(_RET, _KILL),
+    ]
     for number in kill.values():
         program += [_ins(_JEQ, number, 0, 1), _ins(_RET, _KILL)]
-    program += [_ins(_JEQ, socket, 0, 4), _ins(_LOAD, 16), _ins(_JEQ, _AF_UNIX, 0, 1), _ins(_RET, _EACCES),
-                _ins(_RET, _KILL), _ins(_RET, _ALLOW)]
+    program += [
+        _ins(_JEQ, socket, 0, 4),
+        _ins(_LOAD, 16),
+        _ins(_JEQ, _AF_UNIX, 0, 1),
+        _ins(_RET, _EACCES),
+        _ins(_RET, _KILL),
+        _ins(_RET, _ALLOW),
+    ]
     return b"".join(program)

@@ -32,10 +32,32 @@ import sys
 import types
 
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
-WRITE_EVENTS = ("os.remove", "os.rmdir", "os.mkdir", "os.rename", "os.chmod", "os.chown", "os.link",
-                "os.symlink", "os.truncate", "os.utime", "shutil.rmtree", "shutil.move", "shutil.copyfile")
-SPAWN_EVENTS = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
-                "os.forkpty", "pty.spawn", "_posixsubprocess")
+WRITE_EVENTS = (
+    "os.remove",
+    "os.rmdir",
+    "os.mkdir",
+    "os.rename",
+    "os.chmod",
+    "os.chown",
+    "os.link",
+    "os.symlink",
+    "os.truncate",
+    "os.utime",
+    "shutil.rmtree",
+    "shutil.move",
+    "shutil.copyfile",
+)
+SPAWN_EVENTS = (
+    "subprocess.Popen",
+    "os.system",
+    "os.exec",
+    "os.posix_spawn",
+    "os.spawn",
+    "os.fork",
+    "os.forkpty",
+    "pty.spawn",
+    "_posixsubprocess",
+)
 PLAIN = (int, float, complex, str, bytes, bool, type(None))
 CONTAINERS = (list, tuple, set, frozenset)
 
@@ -71,8 +93,10 @@ def is_plain(value: object, depth: int = 0) -> bool:
 def make_guard(reporter: Reporter, graded: bool) -> types.FunctionType:
     """An audit hook that reports (never blocks) what a fair submission does not do."""
     realpath, fsdecode, startswith = os.path.realpath, os.fsdecode, str.startswith
-    readable = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-                     | {"/task/", "/runner/", "/work/"})
+    readable = tuple(
+        {os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+        | {"/task/", "/runner/", "/work/"}
+    )
     seen = set()
 
     def note(reason: str) -> None:
@@ -86,10 +110,14 @@ def make_guard(reporter: Reporter, graded: bool) -> types.FunctionType:
             if isinstance(path, int) or path is None:
                 return
             where = realpath(fsdecode(path))
-            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (isinstance(flags, int) and flags & WRITE_FLAGS)
+            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                isinstance(flags, int) and flags & WRITE_FLAGS
+            )
             if writing and (graded or not startswith(where, "/work/")) and where != "/dev/null":
                 note("wrote a file" + (" while graded: " if graded else " outside the scratch directory: ") + where)
-            elif not writing and not startswith(where + os.sep, readable) and where not in ("/dev/null", "/dev/urandom"):
+            elif (
+                not writing and not startswith(where + os.sep, readable) and where not in ("/dev/null", "/dev/urandom")
+            ):
                 note("read outside the task: " + where)
         elif event.startswith(SPAWN_EVENTS):
             note("process creation (" + event + ")")
@@ -163,8 +191,12 @@ def main() -> None:
     sys.path.insert(0, "/task")
     sys.setrecursionlimit(2000)
     guard = make_guard(reporter, graded)
-    watched = {**vars(sys.modules["__main__"]), **{"builtins." + k: v for k, v in vars(builtins).items()},
-               "the audit hook": guard, "the reporter": reporter}
+    watched = {
+        **vars(sys.modules["__main__"]),
+        **{"builtins." + k: v for k, v in vars(builtins).items()},
+        "the audit hook": guard,
+        "the reporter": reporter,
+    }
     before = fingerprint(watched)
     sys.addaudithook(guard)
     try:
@@ -179,8 +211,9 @@ def main() -> None:
         reporter.emit("report", {"error": (type(error).__name__ + ": " + str(error))[:300]})
         return
     results = run_calls(module, request["calls"], reporter) if graded else run_tests(module, reporter)
-    after = fingerprint({**watched, **vars(sys.modules["__main__"]),
-                         **{"builtins." + k: v for k, v in vars(builtins).items()}})
+    after = fingerprint(
+        {**watched, **vars(sys.modules["__main__"]), **{"builtins." + k: v for k, v in vars(builtins).items()}}
+    )
     changed = sorted(name for name in set(before) | set(after) if before.get(name) != after.get(name))
     if changed:
         reporter.emit("violation", "changed the runner or the builtins: " + ", ".join(changed[:5]))

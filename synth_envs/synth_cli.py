@@ -25,7 +25,9 @@ from tracegym.synth_envs.synthesise import SynthConfig, synthesise
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     synth = subparsers.add_parser("synth", help="environment specs (and calibration) for a capability report")
-    synth.add_argument("capabilities", type=Path, help="capabilities.json (a CapabilityReport) or a JSON list of capabilities")
+    synth.add_argument(
+        "capabilities", type=Path, help="capabilities.json (a CapabilityReport) or a JSON list of capabilities"
+    )
     synth.add_argument("--out", type=Path, required=True, help="output folder")
     add_config_arguments(synth, SynthConfig)
     synth.set_defaults(run=run_synth)
@@ -41,7 +43,9 @@ def _read_capabilities(path: Path) -> list[Capability]:
             return [Capability.model_validate(item) for item in data]
         return CapabilityReport.model_validate(data).selected_capabilities()
     except (ValidationError, KeyError) as error:
-        raise UserError(f"file {path}: not a CapabilityReport or a list of capabilities: {str(error).splitlines()[0]}") from None
+        raise UserError(
+            f"file {path}: not a CapabilityReport or a list of capabilities: {str(error).splitlines()[0]}"
+        ) from None
 
 
 def _backend(model_name: str) -> Any:
@@ -66,10 +70,21 @@ def run_synth(args: argparse.Namespace) -> int:
     print(f"{'capability':34s} {'family':28s} {'matched by':12s} {'score':>6s}  calibration")
     for match in matches:
         calibration = done.get(match.family) if match.family else None
-        state = ("-" if match.family is None else f"mean in band={calibration.in_band}" if calibration else "default knobs (uncalibrated)")
-        print(f"{match.capability[:34]:34s} {match.family or 'UNMATCHED':28s} {match.method:12s} {match.score:6.3f}  {state}")
+        state = (
+            "-"
+            if match.family is None
+            else f"mean in band={calibration.in_band}"
+            if calibration
+            else "default knobs (uncalibrated)"
+        )
+        print(
+            f"{match.capability[:34]:34s} {match.family or 'UNMATCHED':28s} {match.method:12s} {match.score:6.3f}  {state}"
+        )
     unmatched = [m.capability for m in matches if m.family is None]
-    print(f"wrote {len(specs)} env specs to {args.out / 'env_specs.jsonl'}" + (f"; unmatched: {', '.join(unmatched)}" if unmatched else ""))
+    print(
+        f"wrote {len(specs)} env specs to {args.out / 'env_specs.jsonl'}"
+        + (f"; unmatched: {', '.join(unmatched)}" if unmatched else "")
+    )
     if measure is None:
         print("specs use default knobs (calibration off); tracegym train calibrates them against the policy it trains")
     return 0

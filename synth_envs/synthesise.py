@@ -37,7 +37,11 @@ class Synthesis:
 
 
 def synthesise(
-    capabilities: list[Capability], out_dir: str | Path, config: SynthConfig, measure: Measure | None = None, policy: str = ""
+    capabilities: list[Capability],
+    out_dir: str | Path,
+    config: SynthConfig,
+    measure: Measure | None = None,
+    policy: str = "",
 ) -> Synthesis:
     """Specs for `capabilities`; with `measure` (a policy, named `policy`), each family's knobs are
     calibrated per `config.calibration` and the spec records whether the mean landed in the band."""
@@ -64,5 +68,7 @@ def synthesise(
     if calibrations:
         write_calibrations(list(calibrations.values()), out_dir / "calibration.json")
     else:
-        (out_dir / "calibration.json").write_text(json.dumps({"families": [], "calibrated": False, "reason": UNCALIBRATED}, indent=1))
+        (out_dir / "calibration.json").write_text(
+            json.dumps({"families": [], "calibrated": False, "reason": UNCALIBRATED}, indent=1)
+        )
     return Synthesis(specs, matches, calibrations)

@@ -25,8 +25,9 @@ import inspect
 import re
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 _SIMPLE: dict[type, tuple[str, tuple[type, ...]]] = {
     str: ("string", (str,)),

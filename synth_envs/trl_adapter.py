@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import inspect
 import typing
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from tracegym.synth_envs.base import Environment
 from tracegym.synth_envs.registry import get_family
@@ -33,13 +34,16 @@ def _tool_method(tool: Tool) -> Callable[..., str]:
     """A method with the tool's signature, type hints and docstring that steps the wrapped env."""
     name = tool.name
 
-    def method(self: "TRLEnvironment", **arguments: Any) -> str:
+    def method(self: TRLEnvironment, **arguments: Any) -> str:
         return self._call_tool(name, {k: v for k, v in arguments.items() if v is not None})
 
     method.__name__ = method.__qualname__ = name
     method.__signature__ = inspect.signature(tool.function).replace(return_annotation=str)  # type: ignore[attr-defined]
     method.__annotations__ = {**typing.get_type_hints(tool.function), "return": str}
-    described = [f"    {p.name}: {p.schema.get('description', 'the ' + p.name.replace('_', ' '))}" for p in tool.parameters.values()]
+    described = [
+        f"    {p.name}: {p.schema.get('description', 'the ' + p.name.replace('_', ' '))}"
+        for p in tool.parameters.values()
+    ]
     method.__doc__ = tool.description + ("\n\nArgs:\n" + "\n".join(described) if described else "")
     return method
 
@@ -106,7 +110,11 @@ def trl_dataset(family: str, seeds: range | list[int], **knobs: Any) -> Any:
     import datasets
 
     cls = get_family(family)
-    instructions = cls(cls.Config(**knobs)).instructions + "\nWhen you are done, call submit_answer with your final answer."
-    rows = [{"prompt": [{"role": "system", "content": instructions}, {"role": "user", "content": ""}], "seed": int(seed)}
-            for seed in seeds]
+    instructions = (
+        cls(cls.Config(**knobs)).instructions + "\nWhen you are done, call submit_answer with your final answer."
+    )
+    rows = [
+        {"prompt": [{"role": "system", "content": instructions}, {"role": "user", "content": ""}], "seed": int(seed)}
+        for seed in seeds
+    ]
     return datasets.Dataset.from_list(rows)

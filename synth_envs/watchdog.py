@@ -10,8 +10,8 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 
 class Watchdog:

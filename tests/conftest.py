@@ -4,8 +4,9 @@ need the code sandbox skip where it is unavailable."""
 from __future__ import annotations
 
 import os
+from collections.abc import Generator
 from pathlib import Path
-from typing import Any, Generator
+from typing import Any
 
 import pytest
 

@@ -57,17 +57,29 @@ def episode_record(family: str, knobs: dict[str, Any], seed: int) -> dict[str, A
     oracle = env.oracle(seed)
     messages, result = play(env, seed, oracle)
     wrong = [play(env, seed, actions)[1].reward for actions in env.wrong_trajectories(seed)]
-    return {"seed": seed, "task": digest(task), "generator_seed": generator_seed, "oracle": digest(oracle),
-            "observations": _observations(messages, result.observation), "reward": result.reward,
-            "wrong_rewards": wrong, "hint": digest(env.hint(seed)), "gold": digest(env.gold_answer(seed))}
+    return {
+        "seed": seed,
+        "task": digest(task),
+        "generator_seed": generator_seed,
+        "oracle": digest(oracle),
+        "observations": _observations(messages, result.observation),
+        "reward": result.reward,
+        "wrong_rewards": wrong,
+        "hint": digest(env.hint(seed)),
+        "gold": digest(env.gold_answer(seed)),
+    }
 
 
 def replay_record(family: str, seed: int, actions: list[str]) -> dict[str, Any]:
     """Observations and reward of scripted `actions` on `seed` at default knobs."""
     env = make_env(family)
     messages, result = play(env, seed, actions)
-    return {"seed": seed, "actions": actions, "observations": _observations(messages, result.observation),
-            "reward": result.reward}
+    return {
+        "seed": seed,
+        "actions": actions,
+        "observations": _observations(messages, result.observation),
+        "reward": result.reward,
+    }
 
 
 def _scripted_actions(family: str) -> list[tuple[int, list[str]]]:
@@ -93,16 +105,21 @@ def record() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for family in families():
         out[family] = {
-            "settings": [{"knobs": knobs, "episodes": [episode_record(family, knobs, s) for s in seeds(family)]}
-                         for knobs in knob_settings(family)],
+            "settings": [
+                {"knobs": knobs, "episodes": [episode_record(family, knobs, s) for s in seeds(family)]}
+                for knobs in knob_settings(family)
+            ],
             "scripted": [replay_record(family, seed, actions) for seed, actions in _scripted_actions(family)],
         }
     return out
 
 
 def prompts() -> dict[str, str]:
-    return {f"{family} {json.dumps(knobs)}": make_env(family, **knobs).system_prompt
-            for family in families() for knobs in knob_settings(family)}
+    return {
+        f"{family} {json.dumps(knobs)}": make_env(family, **knobs).system_prompt
+        for family in families()
+        for knobs in knob_settings(family)
+    }
 
 
 def main() -> None:

@@ -28,8 +28,13 @@ def make_adapter(folder: Path, family: str, seed: int, rank: int = 4) -> Path:
     torch.manual_seed(seed)
     config = LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=list(LORA_TARGETS), init_lora_weights=False)
     get_peft_model(base, config).save_pretrained(str(folder))
-    artifact = AdapterArtifact(capability=family, path=str(folder), base_model="tiny",
-                               env_spec=EnvSpec(capability=family, family=family), credit="trace")
+    artifact = AdapterArtifact(
+        capability=family,
+        path=str(folder),
+        base_model="tiny",
+        env_spec=EnvSpec(capability=family, family=family),
+        credit="trace",
+    )
     (folder / "artifact.json").write_text(artifact.model_dump_json())
     return folder
 

@@ -21,7 +21,14 @@ from tracegym.eval.config import RunConfig
 from tracegym.synth_envs.synthesise import SynthConfig
 
 COMMAND_CONFIGS = {"train": TrainConfig, "synth": SynthConfig, "run": RunConfig, "diagnose": DiagnoseConfig}
-HAND_WRITTEN = {"-h", "--help", "--out", "--resume", "--config", "--quick"}  # --quick picks a preset file, like --config
+HAND_WRITTEN = {
+    "-h",
+    "--help",
+    "--out",
+    "--resume",
+    "--config",
+    "--quick",
+}  # --quick picks a preset file, like --config
 
 
 @dataclass
@@ -50,19 +57,22 @@ def test_flags_come_from_fields_and_layer_over_the_file(tmp_path):
     parsed = _parse(Outer, ["--steps", "3", "--inner", "--inner-seeds", "2", "--budget", "none", "--mode", "b"])
     assert parsed == Outer(steps=3, mode="b", budget=None, inner=Inner(enabled=True, seeds=2))
     toml = tmp_path / "c.toml"
-    toml.write_text('steps = 5\nbudget = 64\n[inner]\nseeds = 4\n[a_table_for_another_command]\nx = 1\n')
+    toml.write_text("steps = 5\nbudget = 64\n[inner]\nseeds = 4\n[a_table_for_another_command]\nx = 1\n")
     assert _parse(Outer, ["--config", str(toml), "--steps", "7"]) == Outer(steps=7, budget=64, inner=Inner(seeds=4))
     yaml = tmp_path / "c.yaml"
     yaml.write_text("inner:\n  enabled: true\n")
     assert _parse(Outer, ["--config", str(yaml)]).inner.enabled is True
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("[inner]\nseedz = 4\n", "unknown setting 'inner.seedz'"),
-    ("stepz = 4\n", "unknown setting 'stepz'"),
-    ("inner = 3\n", "'inner' must be a table"),
-    ("steps = [\n", "not a valid TOML file"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[inner]\nseedz = 4\n", "unknown setting 'inner.seedz'"),
+        ("stepz = 4\n", "unknown setting 'stepz'"),
+        ("inner = 3\n", "'inner' must be a table"),
+        ("steps = [\n", "not a valid TOML file"),
+    ],
+)
 def test_bad_config_files_are_one_line_errors_naming_the_file(tmp_path, text, message):
     path = tmp_path / "bad.toml"
     path.write_text(text)
@@ -71,10 +81,13 @@ def test_bad_config_files_are_one_line_errors_naming_the_file(tmp_path, text, me
     assert str(path) in str(raised.value) and "\n" not in str(raised.value)
 
 
-@pytest.mark.parametrize(("flags", "message"), [
-    (["--temperature", "-1"], "temperature must be >= 0"),
-    (["--max-new-tokens", "0"], "max_new_tokens must be at least 1"),
-])
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--temperature", "-1"], "temperature must be >= 0"),
+        (["--max-new-tokens", "0"], "max_new_tokens must be at least 1"),
+    ],
+)
 def test_impossible_sampling_settings_are_refused_before_anything_runs(flags, message):
     with pytest.raises(UserError, match=f"^command line: rollout: {message}"):
         _parse(RunConfig, flags)
@@ -102,8 +115,13 @@ def _subparser(command: str) -> argparse.ArgumentParser:
 @pytest.mark.parametrize("command", sorted(COMMAND_CONFIGS))
 def test_every_setting_flag_of_a_command_is_generated_from_its_config(command):
     """No hand-written flag (with a default of its own) beside the generated ones."""
-    hand_written = [option for action in _subparser(command)._actions if not action.dest.startswith("config.")
-                    for option in action.option_strings if option not in HAND_WRITTEN]
+    hand_written = [
+        option
+        for action in _subparser(command)._actions
+        if not action.dest.startswith("config.")
+        for option in action.option_strings
+        if option not in HAND_WRITTEN
+    ]
     assert hand_written == []
 
 
@@ -139,7 +157,11 @@ def repeated_defaults(source: str, configs: dict[str, type], module: str = "<pla
     default of its own, instead of taking the config (e.g. `def calibrate(seeds=range(20))`)."""
     tree = ast.parse(source)
     used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)} | {
-        alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names}
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
     used |= {node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
     settings = {f.name: name for name, cls in configs.items() if name in used for f in dataclasses.fields(cls)}
     problems = []
@@ -149,35 +171,62 @@ def repeated_defaults(source: str, configs: dict[str, type], module: str = "<pla
         arguments = node.args.args + node.args.kwonlyargs
         defaults = [None] * (len(node.args.args) - len(node.args.defaults)) + node.args.defaults + node.args.kw_defaults
         for argument, default in zip(arguments, defaults):
-            if default is not None and argument.arg in settings and not (isinstance(default, ast.Constant) and default.value is None):
-                problems.append(f"{module}:{node.lineno} {node.name}({argument.arg}=...) repeats {settings[argument.arg]}.{argument.arg}")
+            if (
+                default is not None
+                and argument.arg in settings
+                and not (isinstance(default, ast.Constant) and default.value is None)
+            ):
+                problems.append(
+                    f"{module}:{node.lineno} {node.name}({argument.arg}=...) repeats {settings[argument.arg]}.{argument.arg}"
+                )
     return problems
 
 
 def test_each_config_default_is_written_once():
     configs = config_classes()
     assert {"TurnGRPOConfig", "CalibrationConfig", "RolloutConfig", "WarmStartConfig", "CreditConfig"} <= set(configs)
-    problems = [p for module, path in source_modules() for p in repeated_defaults(path.read_text(encoding="utf-8"), configs, module)]
+    problems = [
+        p
+        for module, path in source_modules()
+        for p in repeated_defaults(path.read_text(encoding="utf-8"), configs, module)
+    ]
     assert problems == []
 
 
-@pytest.mark.parametrize("source", [
-    "from tracegym.synth_envs.calibration import CalibrationConfig\ndef calibrate(family, seeds=range(20), rollouts=4): ...",
-    "from tracegym.config import RolloutConfig\ndef heldout(model, temperature: float = 0.7): ...",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from tracegym.synth_envs.calibration import CalibrationConfig\ndef calibrate(family, seeds=range(20), rollouts=4): ...",
+        "from tracegym.config import RolloutConfig\ndef heldout(model, temperature: float = 0.7): ...",
+    ],
+)
 def test_a_planted_repeated_default_is_caught(source):
     assert repeated_defaults(source, config_classes())
 
 
 def test_run_json_records_the_resolved_config(tmp_path):
-    from tracegym.cli import main
-
     from tracegym.analysis.examples import write_example_run
+    from tracegym.cli import main
 
     (tmp_path / "c.toml").write_text("max_adapters = 0\n[grpo]\nsteps = 3\n")
     example = str(write_example_run(tmp_path / "inputs"))
-    assert main(["run", example, "--out", str(tmp_path / "run"), "--config", str(tmp_path / "c.toml"), "--model", "tiny",
-                 "--calibration-seeds", "5"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                example,
+                "--out",
+                str(tmp_path / "run"),
+                "--config",
+                str(tmp_path / "c.toml"),
+                "--model",
+                "tiny",
+                "--calibration-seeds",
+                "5",
+            ]
+        )
+        == 0
+    )
     import json
 
     recorded = json.loads((tmp_path / "run" / "run.json").read_text())["config"]

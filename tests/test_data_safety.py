@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from ingest_samples import write_json
 
 from tracegym.analysis import report
 from tracegym.analysis.examples import example_results, write_example_run
@@ -27,7 +28,6 @@ from tracegym.cli import main
 from tracegym.files import PARTIAL, replace_together
 from tracegym.schema import read_jsonl, write_jsonl
 
-from ingest_samples import write_json
 
 def _snapshot(out: Path) -> dict[str, bytes]:
     """Every file of the output folder, hidden ones included, with its bytes."""
@@ -101,7 +101,7 @@ def test_empty_input_never_replaces_the_outputs(command: str, make, tmp_path: Pa
 
 def _deep(path: Path) -> tuple[Path, str]:
     """Nested 100,000 levels: Python's json module raised RecursionError on this."""
-    path.write_text('{"simulations": [{"messages": ' + "[" * 100_000 + "]" * 100_000 + "}], \"tasks\": []}")
+    path.write_text('{"simulations": [{"messages": ' + "[" * 100_000 + "]" * 100_000 + '}], "tasks": []}')
     return path, "simulations[0].messages[0][0][0]"
 
 
@@ -137,12 +137,20 @@ def _infinite_reward(path: Path) -> tuple[Path, str]:
     return path, "simulations[3].reward_info.reward"
 
 
-BAD_FILES = {"deep nesting": _deep, "binary": _binary, "NUL bytes": _nul_bytes, "huge number": _huge_number,
-             "lone surrogate": _lone_surrogate, "infinite reward": _infinite_reward}
+BAD_FILES = {
+    "deep nesting": _deep,
+    "binary": _binary,
+    "NUL bytes": _nul_bytes,
+    "huge number": _huge_number,
+    "lone surrogate": _lone_surrogate,
+    "infinite reward": _infinite_reward,
+}
 
 
 @pytest.mark.parametrize("case", BAD_FILES)
-def test_nesting_and_encoding_errors_are_one_line_and_skippable(case: str, tmp_path: Path, good: Path, ingested, capsys) -> None:
+def test_nesting_and_encoding_errors_are_one_line_and_skippable(
+    case: str, tmp_path: Path, good: Path, ingested, capsys
+) -> None:
     out, before = ingested
     bad, where = BAD_FILES[case](tmp_path / "bad.json")
     _fails(["ingest", str(good), str(bad), "--out", str(out)], capsys, "bad.json", where)
@@ -151,7 +159,10 @@ def test_nesting_and_encoding_errors_are_one_line_and_skippable(case: str, tmp_p
     printed = capsys.readouterr().out
     assert "skipped records (1):" in printed and where in printed
     written = json.loads((out / REPORT).read_text())
-    assert written["skipped"][0]["path"] == str(bad) and where in written["skipped"][0]["json_path"] + written["skipped"][0]["reason"]
+    assert (
+        written["skipped"][0]["path"] == str(bad)
+        and where in written["skipped"][0]["json_path"] + written["skipped"][0]["reason"]
+    )
     expected = 4 + (3 if case == "infinite reward" else 0)  # a bad record leaves the file's other records
     assert written["trajectories"] == expected
 
@@ -188,10 +199,14 @@ def test_links_are_walked_once_by_real_path(tmp_path: Path, good: Path) -> None:
         (nested / name).symlink_to(folder, target_is_directory=True)
     (folder / "loop").symlink_to(folder / "loop")  # a link to itself: never a file or folder
     (folder / "same.json").symlink_to(good)
-    code = ("import json, sys; from tracegym.analysis.ingest import ingest_paths; r = ingest_paths(sys.argv[1:]); "
-            "print(json.dumps([len(r.trajectories), [s.path for s in r.sources]]))")
+    code = (
+        "import json, sys; from tracegym.analysis.ingest import ingest_paths; r = ingest_paths(sys.argv[1:]); "
+        "print(json.dumps([len(r.trajectories), [s.path for s in r.sources]]))"
+    )
     try:
-        done = subprocess.run([sys.executable, "-c", code, str(folder), str(nested / "up1")], capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(folder), str(nested / "up1")], capture_output=True, text=True, timeout=60
+        )
     except subprocess.TimeoutExpired:
         pytest.fail("the walk did not finish within 60 s")
     assert done.returncode == 0, done.stderr
@@ -222,7 +237,9 @@ DAMAGE = {"truncated": "truncated JSON", "binary": "NUL byte", "invalid": ".mess
 
 
 @pytest.mark.parametrize("damage", DAMAGE)
-def test_diagnose_names_the_bad_line_and_keep_going_skips_it(damage: str, tmp_path: Path, ingested, diagnosed, capsys) -> None:
+def test_diagnose_names_the_bad_line_and_keep_going_skips_it(
+    damage: str, tmp_path: Path, ingested, diagnosed, capsys
+) -> None:
     out, before = diagnosed
     path, number = _bad_line(tmp_path, ingested, damage)
     error = _fails(["diagnose", str(path), "--out", str(out)], capsys, f"{path}: line {number}", DAMAGE[damage])
@@ -245,7 +262,9 @@ def test_binary_jsonl_is_one_line_in_diagnose(tmp_path: Path, diagnosed, capsys)
 # --- outputs replaced together -----------------------------------------------------------------
 
 
-def test_a_failure_while_writing_leaves_the_old_diagnosis_whole(tmp_path: Path, good: Path, diagnosed, monkeypatch) -> None:
+def test_a_failure_while_writing_leaves_the_old_diagnosis_whole(
+    tmp_path: Path, good: Path, diagnosed, monkeypatch
+) -> None:
     """capabilities.json is written first: a crash after it (here in the plot) must not leave it new."""
     out, before = diagnosed
     document = example_results()

@@ -23,8 +23,14 @@ def _by_trajectory(out: Path, stem: str) -> tuple[dict, dict]:
     """{(trajectory, capability): (value, evidence)} and {trajectory: (source, reason)} of one run file."""
     labels = [json.loads(line) for line in (out / "labels.jsonl").read_text().splitlines()]
     sources = [json.loads(line) for line in (out / "failure_sources.jsonl").read_text().splitlines()]
-    return ({(l["trajectory_id"], l["capability"]): (l["value"], l["evidence"]) for l in labels if l["trajectory_id"].startswith(stem + "/")},
-            {s["trajectory_id"]: (s["source"], s["reason"]) for s in sources if s["trajectory_id"].startswith(stem + "/")})
+    return (
+        {
+            (l["trajectory_id"], l["capability"]): (l["value"], l["evidence"])
+            for l in labels
+            if l["trajectory_id"].startswith(stem + "/")
+        },
+        {s["trajectory_id"]: (s["source"], s["reason"]) for s in sources if s["trajectory_id"].startswith(stem + "/")},
+    )
 
 
 def _diagnose(out: Path, *paths: Path) -> tuple[dict, dict]:
@@ -53,9 +59,11 @@ def test_a_real_runs_labels_do_not_depend_on_the_other_paths(shared_data: Path, 
     alone = tmp_path / "alone" / run.name
     alone.parent.mkdir()
     shutil.copy(run, alone)
-    results = [_by_trajectory(_diagnose(tmp_path / "a", alone), run.stem),
-               _by_trajectory(_diagnose(tmp_path / "b", run), run.stem),  # beside ../../domains/airline/tasks.json
-               _by_trajectory(_diagnose(tmp_path / "c", airline, shared_data / "tau2" / "results" / "retail"), run.stem)]
+    results = [
+        _by_trajectory(_diagnose(tmp_path / "a", alone), run.stem),
+        _by_trajectory(_diagnose(tmp_path / "b", run), run.stem),  # beside ../../domains/airline/tasks.json
+        _by_trajectory(_diagnose(tmp_path / "c", airline, shared_data / "tau2" / "results" / "retail"), run.stem),
+    ]
     assert results[0] == results[1] == results[2]
     assert len(results[0][0]) == 50 * 5 and len(results[0][1]) == 22
 
@@ -103,4 +111,6 @@ def test_real_runs_with_records_of_the_wrong_kind_do_not_stop_the_detectors(shar
     results = shared_data / "tau2" / "results"
     if not results.is_dir():
         pytest.skip(f"{results} is absent")
-    _survive([t for domain in ("airline", "retail", "telecom") for t in ingest_paths([results / domain]).trajectories[:12]])
+    _survive(
+        [t for domain in ("airline", "retail", "telecom") for t in ingest_paths([results / domain]).trajectories[:12]]
+    )

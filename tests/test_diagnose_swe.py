@@ -21,43 +21,89 @@ def bash(text: str) -> Message:
     return Message(role="assistant", content=f"THOUGHT: go\n\n```bash\n{text}\n```")
 
 
-def swe(messages: list[Message], patch: str = PATCH, resolved: bool = False, f2p_fail=(), p2p_fail=(), applied=True) -> Trajectory:
+def swe(
+    messages: list[Message], patch: str = PATCH, resolved: bool = False, f2p_fail=(), p2p_fail=(), applied=True
+) -> Trajectory:
     return Trajectory(
-        id=f"run/{len(messages)}", task_id="pkg__pkg-1", source=Source(benchmark="swe-bench", format="mini_swe_agent", file="x"),
-        messages=messages, reward=float(resolved), success=resolved,
-        diagnostics={"resolved": resolved, "patch": patch, "patch_exists": bool(patch), "patch_successfully_applied": applied,
-                     "tests_status": {"FAIL_TO_PASS": {"success": [] if f2p_fail else ["t_new"], "failure": list(f2p_fail)},
-                                      "PASS_TO_PASS": {"success": ["t_old"], "failure": list(p2p_fail)}},
-                     "exit_status": "Submitted"})
+        id=f"run/{len(messages)}",
+        task_id="pkg__pkg-1",
+        source=Source(benchmark="swe-bench", format="mini_swe_agent", file="x"),
+        messages=messages,
+        reward=float(resolved),
+        success=resolved,
+        diagnostics={
+            "resolved": resolved,
+            "patch": patch,
+            "patch_exists": bool(patch),
+            "patch_successfully_applied": applied,
+            "tests_status": {
+                "FAIL_TO_PASS": {"success": [] if f2p_fail else ["t_new"], "failure": list(f2p_fail)},
+                "PASS_TO_PASS": {"success": ["t_old"], "failure": list(p2p_fail)},
+            },
+            "exit_status": "Submitted",
+        },
+    )
 
 
 def test_command_classification() -> None:
-    trajectory = swe([
-        bash("cat <<'EOF' > reproduce_bug.py\nprint(1)\nEOF\npython reproduce_bug.py"),
-        bash("sed -i 's/a/b/' pkg/core.py"),
-        Message(role="assistant", tool_calls=[ToolCall(id="1", name="str_replace_editor",
-                                                       arguments={"command": "str_replace", "path": "/w/pkg/core.py"})]),
-        Message(role="assistant", tool_calls=[ToolCall(id="3", name="str_replace_editor",
-                                                       arguments={"command": "create", "path": "/w/edge_cases.py"})]),
-        Message(role="assistant", tool_calls=[ToolCall(id="2", name="execute_bash", arguments={"command": "pytest pkg/tests -q"})]),
-    ])
+    trajectory = swe(
+        [
+            bash("cat <<'EOF' > reproduce_bug.py\nprint(1)\nEOF\npython reproduce_bug.py"),
+            bash("sed -i 's/a/b/' pkg/core.py"),
+            Message(
+                role="assistant",
+                tool_calls=[
+                    ToolCall(
+                        id="1",
+                        name="str_replace_editor",
+                        arguments={"command": "str_replace", "path": "/w/pkg/core.py"},
+                    )
+                ],
+            ),
+            Message(
+                role="assistant",
+                tool_calls=[
+                    ToolCall(
+                        id="3", name="str_replace_editor", arguments={"command": "create", "path": "/w/edge_cases.py"}
+                    )
+                ],
+            ),
+            Message(
+                role="assistant",
+                tool_calls=[ToolCall(id="2", name="execute_bash", arguments={"command": "pytest pkg/tests -q"})],
+            ),
+        ]
+    )
     assert [(i, kind) for i, kind, _ in commands(trajectory)] == [(0, "test"), (1, "edit"), (2, "edit"), (4, "test")]
 
 
 def test_reproduction_verification_and_scope_come_from_the_commands_and_the_patch() -> None:
-    messages = [bash("sed -i 's/a/b/' pkg/core.py"), bash("python -m pytest pkg"), bash("sed -i 's/b/c/' pkg/core.py"),
-                bash("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached")]
+    messages = [
+        bash("sed -i 's/a/b/' pkg/core.py"),
+        bash("python -m pytest pkg"),
+        bash("sed -i 's/b/c/' pkg/core.py"),
+        bash("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"),
+    ]
     verdicts = detect(swe(messages, f2p_fail=["test_issue"]))
     assert verdicts["issue_reproduction"].value == L and verdicts["issue_reproduction"].evidence[0].message_index == 0
     assert verdicts["test_verification"].value == L and verdicts["test_verification"].evidence[0].message_index == 2
     assert verdicts["edit_scope"].value == P and verdicts["patch_production"].value == P
-    careful = detect(swe([bash("python reproduce_bug.py"), bash("sed -i 's/a/b/' pkg/core.py"), bash("pytest pkg")], resolved=True))
+    careful = detect(
+        swe([bash("python reproduce_bug.py"), bash("sed -i 's/a/b/' pkg/core.py"), bash("pytest pkg")], resolved=True)
+    )
     assert careful["issue_reproduction"].value == P and careful["test_verification"].value == P
     assert careful["issue_reproduction"].evidence[0].message_index == 0
     # The same behaviour labels a resolved and an unresolved run alike: not a restatement of the verdict.
-    assert {k: v.value for k, v in detect(swe(messages, resolved=True)).items()} == {k: v.value for k, v in verdicts.items()}
-    scratch = PATCH + "diff --git a/reproduce.py b/reproduce.py\nnew file mode 100644\n--- /dev/null\n+++ b/reproduce.py\n@@ -0,0 +1 @@\n+x\n"
-    scope = detect(swe(messages, patch=scratch + "diff --git a/setup.cfg b/setup.cfg\n--- a/setup.cfg\n+++ b/setup.cfg\n"))["edit_scope"]
+    assert {k: v.value for k, v in detect(swe(messages, resolved=True)).items()} == {
+        k: v.value for k, v in verdicts.items()
+    }
+    scratch = (
+        PATCH
+        + "diff --git a/reproduce.py b/reproduce.py\nnew file mode 100644\n--- /dev/null\n+++ b/reproduce.py\n@@ -0,0 +1 @@\n+x\n"
+    )
+    scope = detect(
+        swe(messages, patch=scratch + "diff --git a/setup.cfg b/setup.cfg\n--- a/setup.cfg\n+++ b/setup.cfg\n")
+    )["edit_scope"]
     assert scope.value == L and "scratch files left in the patch: reproduce.py" in scope.evidence[0].quote
     assert "build configuration edited: setup.cfg" in scope.evidence[0].quote
 
@@ -75,9 +121,15 @@ def test_localisation_from_the_failing_tests_or_the_gold_patch(tmp_path: Path) -
     assert detect(near)["fault_localisation"].value == P
     far = swe([bash("ls")], patch=parser, f2p_fail=["pkg/tests/test_render.py::test_issue"])
     verdict = detect(far)["fault_localisation"]
-    assert verdict.value == L and "none named like the failing tests (pkg/tests/test_render.py::test_issue)" in verdict.evidence[0].quote
-    django = swe([bash("ls")], patch=PATCH.replace("pkg/core.py", "django/db/models/deletion.py"),
-                 f2p_fail=["test_fast_delete (delete.tests.FastDeleteTests)"])
+    assert (
+        verdict.value == L
+        and "none named like the failing tests (pkg/tests/test_render.py::test_issue)" in verdict.evidence[0].quote
+    )
+    django = swe(
+        [bash("ls")],
+        patch=PATCH.replace("pkg/core.py", "django/db/models/deletion.py"),
+        f2p_fail=["test_fast_delete (delete.tests.FastDeleteTests)"],
+    )
     assert detect(django)["fault_localisation"].value == P  # "delete" names deletion.py
     gold = tmp_path / "gold.json"
     gold.write_text(json.dumps({"pkg__pkg-1": PATCH.replace("pkg/core.py", "pkg/other.py")}))
@@ -103,7 +155,9 @@ def test_two_swebench_runs_give_labels_that_are_not_the_verdict(swebench: Path) 
     by_id = {t.id: t for t in trajectories}
     for name in ("fault_localisation", "issue_reproduction", "edit_scope"):
         outcomes = {(by_id[l.trajectory_id].success, l.value) for l in diagnosis.labels if l.capability == name}
-        assert (True, L) in outcomes and (False, P) in outcomes, name  # held by resolved runs, lacked by unresolved ones
+        assert (True, L) in outcomes and (False, P) in outcomes, (
+            name
+        )  # held by resolved runs, lacked by unresolved ones
     for label in diagnosis.labels:
         trajectory = by_id[label.trajectory_id]
         for entry in label.evidence:

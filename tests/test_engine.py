@@ -3,7 +3,7 @@ re-encoded, a group's prompt encoded once, per-row sampling seeds, top-p and sto
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import pytest
 import torch
@@ -40,23 +40,39 @@ class ReencodingBackend(GenerationBackend):
         self.model, self.tokenizer = model, tokenizer
 
     @torch.no_grad()
-    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingConfig, seeds: Sequence[int] | None = None) -> list[Completion]:
+    def generate(
+        self, prompts: Sequence[Sequence[int]], params: SamplingConfig, seeds: Sequence[int] | None = None
+    ) -> list[Completion]:
         assert params.temperature == 0
         eos, width = self.tokenizer.eos_token_id, max(map(len, prompts))
         result = self.model.generate(
             input_ids=torch.tensor([[eos] * (width - len(p)) + list(p) for p in prompts]),
             attention_mask=torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts]),
-            max_new_tokens=params.max_new_tokens, do_sample=False, pad_token_id=eos, eos_token_id=eos,
-            stop_strings=list(params.stop), tokenizer=self.tokenizer, return_dict_in_generate=True, output_scores=True,
+            max_new_tokens=params.max_new_tokens,
+            do_sample=False,
+            pad_token_id=eos,
+            eos_token_id=eos,
+            stop_strings=list(params.stop),
+            tokenizer=self.tokenizer,
+            return_dict_in_generate=True,
+            output_scores=True,
         )
         logprobs = torch.stack(result.scores, 1).float().log_softmax(-1)
         out = []
         for row, ids in enumerate(result.sequences[:, width:].tolist()):
             # generate pads a row that stopped before the others with eos: cut at the stop
-            ends = [n + 1 for n in range(len(ids)) if ids[n] == eos or ends_with_stop(self.tokenizer, ids[: n + 1], params.stop)]
+            ends = [
+                n + 1
+                for n in range(len(ids))
+                if ids[n] == eos or ends_with_stop(self.tokenizer, ids[: n + 1], params.stop)
+            ]
             stopped, ids = bool(ends), ids[: ends[0]] if ends else ids
             chosen = logprobs[row, : len(ids)].gather(-1, torch.tensor(ids)[:, None])[:, 0].tolist()
-            out.append(Completion(self.tokenizer.decode(ids, skip_special_tokens=True), ids, chosen, "stop" if stopped else "length"))
+            out.append(
+                Completion(
+                    self.tokenizer.decode(ids, skip_special_tokens=True), ids, chosen, "stop" if stopped else "length"
+                )
+            )
         return out
 
 
@@ -116,7 +132,10 @@ def test_greedy_episodes_equal_the_reencoding_engine_and_prompts_are_encoded_onc
 
 def test_a_rows_sample_does_not_depend_on_its_batch(tiny):
     model, tokenizer = tiny
-    a, b, c = (render_chat(tokenizer, [{"role": "user", "content": text}]) for text in ("alpha", "a longer prompt about beta", "gamma"))
+    a, b, c = (
+        render_chat(tokenizer, [{"role": "user", "content": text}])
+        for text in ("alpha", "a longer prompt about beta", "gamma")
+    )
     params = SamplingConfig(max_new_tokens=8, temperature=1.0)
     alone = HFBackend(model, tokenizer).generate([a], params, seeds=[7])[0]
     crowded = HFBackend(model, tokenizer, batch_size=2).generate([b, c, a, a], params, seeds=[1, 2, 7, 8])
@@ -164,11 +183,15 @@ def test_stop_strings_end_a_completion(tiny):
     ids = tokenizer("say stopping now", add_special_tokens=False)["input_ids"]
     text_ends = [tokenizer.decode(ids[: n + 1]) for n in range(len(ids))]
     first = next(n for n, text in enumerate(text_ends) if "stop" in text)
-    assert [ends_with_stop(tokenizer, ids[: n + 1], ("stop",)) for n in range(len(ids))] == [n == first for n in range(len(ids))]
+    assert [ends_with_stop(tokenizer, ids[: n + 1], ("stop",)) for n in range(len(ids))] == [
+        n == first for n in range(len(ids))
+    ]
     assert not ends_with_stop(tokenizer, ids, ())
     model, _ = tiny
     prompt = render_chat(tokenizer, [{"role": "user", "content": "hi"}])
-    for completion in HFBackend(model, tokenizer).generate([prompt] * 4, SamplingConfig(max_new_tokens=30, temperature=1.0, stop=("e",)), seeds=range(4)):
+    for completion in HFBackend(model, tokenizer).generate(
+        [prompt] * 4, SamplingConfig(max_new_tokens=30, temperature=1.0, stop=("e",)), seeds=range(4)
+    ):
         stopped = completion.finish_reason == "stop"
         assert stopped == ("e" in tokenizer.decode(completion.token_ids))
         assert not stopped or "e" not in tokenizer.decode(completion.token_ids[:-1])

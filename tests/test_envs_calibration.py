@@ -6,8 +6,15 @@ import json
 
 import pytest
 
-from tracegym.synth_envs.calibration import (CalibrationConfig, Point, StepwiseOraclePolicy, backend_measure, calibrate,
-                                              policy_measure, write_calibrations)
+from tracegym.synth_envs.calibration import (
+    CalibrationConfig,
+    Point,
+    StepwiseOraclePolicy,
+    backend_measure,
+    calibrate,
+    policy_measure,
+    write_calibrations,
+)
 from tracegym.synth_envs.registry import get_family
 
 SIXTEEN_BY_FOUR = CalibrationConfig(seeds=16, rollouts=4)
@@ -17,14 +24,18 @@ def test_stepwise_policy_gets_worse_on_harder_rungs() -> None:
     measure = policy_measure(StepwiseOraclePolicy(accuracy=0.85))
     ladder = get_family("multi_step_task_completion").ladder
     easy = Point.from_groups(ladder[0], 0, measure("multi_step_task_completion", ladder[0], range(20), 4))
-    hard = Point.from_groups(ladder[-1], len(ladder) - 1, measure("multi_step_task_completion", ladder[-1], range(20), 4))
+    hard = Point.from_groups(
+        ladder[-1], len(ladder) - 1, measure("multi_step_task_completion", ladder[-1], range(20), 4)
+    )
     assert easy.mean_reward > hard.mean_reward + 0.15
     assert easy.success_rate > hard.success_rate
 
 
 @pytest.mark.parametrize("accuracy", [0.9, 0.8, 0.7])
 def test_search_lands_in_band_and_records_the_curve(accuracy: float) -> None:
-    result = calibrate("multi_step_task_completion", policy_measure(StepwiseOraclePolicy(accuracy)), SIXTEEN_BY_FOUR, policy="scripted")
+    result = calibrate(
+        "multi_step_task_completion", policy_measure(StepwiseOraclePolicy(accuracy)), SIXTEEN_BY_FOUR, policy="scripted"
+    )
     assert result.in_band, result.as_dict()
     chosen = next(p for p in result.curve if p.knobs == result.knobs)
     assert SIXTEEN_BY_FOUR.low <= chosen.mean_reward <= SIXTEEN_BY_FOUR.high
@@ -41,7 +52,9 @@ def test_better_policy_is_given_harder_knobs() -> None:
 
 
 def test_out_of_reach_band_reports_closest_rung(tmp_path) -> None:
-    perfect = calibrate("precondition_verification", policy_measure(StepwiseOraclePolicy(1.0)), CalibrationConfig(seeds=8, rollouts=2))
+    perfect = calibrate(
+        "precondition_verification", policy_measure(StepwiseOraclePolicy(1.0)), CalibrationConfig(seeds=8, rollouts=2)
+    )
     assert not perfect.in_band and not perfect.accepted
     assert all(p.mean_reward == 1.0 and p.all_one_groups == 1.0 for p in perfect.curve)
     assert perfect.knobs == dict(get_family("precondition_verification").ladder[-1])

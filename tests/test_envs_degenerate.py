@@ -25,9 +25,11 @@ SEEDS = 200
 SLOW = {"causal_diagnosis": 40, "code_repair": 20}  # seeds in the fast suite
 BAND_LOW = CalibrationConfig().low
 POLICIES = {"refuse", "answer_without_acting", "do_nothing", "random_valid_calls", "repeat_first_tool"}
-CASES = ([(family, SEEDS) for family in sorted(families()) if family not in SLOW]
-         + [(family, seeds) for family, seeds in SLOW.items()]
-         + [pytest.param(family, SEEDS, marks=pytest.mark.slow) for family in SLOW])
+CASES = (
+    [(family, SEEDS) for family in sorted(families()) if family not in SLOW]
+    + [(family, seeds) for family, seeds in SLOW.items()]
+    + [pytest.param(family, SEEDS, marks=pytest.mark.slow) for family in SLOW]
+)
 
 
 @pytest.mark.parametrize("family, seeds", CASES)
@@ -65,8 +67,12 @@ def test_a_wrong_final_answer_never_earns_more_than_the_right_one(family: str) -
     seeds = range(3 if family == "code_repair" else 12)
 
     @settings(max_examples=15 if family == "code_repair" else 40, deadline=None, derandomize=True)
-    @given(seed=st.sampled_from(list(seeds)), keep=st.lists(st.booleans(), min_size=12, max_size=12),
-           noise=st.integers(0, 2**32), text=st.text(max_size=40))
+    @given(
+        seed=st.sampled_from(list(seeds)),
+        keep=st.lists(st.booleans(), min_size=12, max_size=12),
+        noise=st.integers(0, 2**32),
+        text=st.text(max_size=40),
+    )
     def check(seed: int, keep: list[bool], noise: int, text: str) -> None:
         prefix = _prefix(env, seed, keep, noise)
         right = env.oracle(seed)[-1]

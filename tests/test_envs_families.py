@@ -33,13 +33,22 @@ def seeds_for(family: str) -> range:
 
 
 def test_all_seven_families_are_registered() -> None:
-    assert set(FAMILIES) == {"structured_data_reasoning", "multi_step_task_completion", "precondition_verification",
-                             "tool_calling_precision", "error_recovery", "causal_diagnosis", "code_repair"}
+    assert set(FAMILIES) == {
+        "structured_data_reasoning",
+        "multi_step_task_completion",
+        "precondition_verification",
+        "tool_calling_precision",
+        "error_recovery",
+        "causal_diagnosis",
+        "code_repair",
+    }
     for name in FAMILIES:
         cls = families()[name]
         assert cls.__module__.endswith(name) and cls.description and cls.ladder, name
         docstring = sys.modules[cls.__module__].__doc__ or ""
-        assert len(docstring) > 200 and "reward" in docstring.lower(), f"{name}: docstring must state capability and reward"
+        assert len(docstring) > 200 and "reward" in docstring.lower(), (
+            f"{name}: docstring must state capability and reward"
+        )
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -83,8 +92,15 @@ def _digest() -> str:
 def test_episodes_do_not_depend_on_the_process() -> None:
     code = "from tests.test_envs_families import _digest; print(_digest())"
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONHASHSEED": "12345"}, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONHASHSEED": "12345"},
+        check=True,
+    )
     assert out.stdout.strip() == _digest()
 
 
@@ -124,8 +140,11 @@ def _random_turn(env: Environment, rng: random.Random, pool: list[Any]) -> str:
         return rng.choice(["Done.", "", json.dumps({"cause": "NO_SIGNAL", "slice": {}}), "REFUSED: R1", "42"])
     tool = rng.choice(env.tools)
     properties = tool.get("parameters", {}).get("properties", {})
-    arguments = {name: _random_value(spec, rng, pool) for name, spec in properties.items()
-                 if name in tool["parameters"].get("required", []) or rng.random() < 0.5}
+    arguments = {
+        name: _random_value(spec, rng, pool)
+        for name, spec in properties.items()
+        if name in tool["parameters"].get("required", []) or rng.random() < 0.5
+    }
     return render_tool_call(tool["name"], arguments)
 
 
@@ -168,8 +187,16 @@ def _malformed(env: Environment) -> list[str]:
         if candidate.get("parameters", {}).get("required"):
             actions.append(render_tool_call(candidate["name"], {}))
         if props:
-            actions.append(render_tool_call(candidate["name"], {n: (3.5 if s.get("type") != "number" else "3.5") for n, s in props.items()}))
-            actions.append(render_tool_call(candidate["name"], {n: (True if s.get("type") != "boolean" else 1) for n, s in props.items()}))
+            actions.append(
+                render_tool_call(
+                    candidate["name"], {n: (3.5 if s.get("type") != "number" else "3.5") for n, s in props.items()}
+                )
+            )
+            actions.append(
+                render_tool_call(
+                    candidate["name"], {n: (True if s.get("type") != "boolean" else 1) for n, s in props.items()}
+                )
+            )
     return actions
 
 
@@ -216,8 +243,13 @@ def test_causal_rewards_follow_the_paper_formula() -> None:
 def test_causal_sql_is_read_only_and_output_is_capped() -> None:
     env = make_env("causal_diagnosis")
     env.reset(0)
-    for query in ("DROP TABLE budget_log", "CREATE TABLE x AS SELECT 1", "SELECT 1; SELECT 2",
-                  "SELECT * FROM read_csv('/etc/passwd')", "COPY budget_log TO '/tmp/leak.csv'"):
+    for query in (
+        "DROP TABLE budget_log",
+        "CREATE TABLE x AS SELECT 1",
+        "SELECT 1; SELECT 2",
+        "SELECT * FROM read_csv('/etc/passwd')",
+        "COPY budget_log TO '/tmp/leak.csv'",
+    ):
         observation = env.step(render_tool_call("sql", {"query": query})).observation
         assert "error" in observation, query
     big = env.step(render_tool_call("sql", {"query": "SELECT * FROM segment_daily"})).observation

@@ -25,7 +25,11 @@ def test_prompt_offers_the_tools_solutions_use_and_ignores_the_seed(family: str)
         for seed in SEEDS.get(family, range(20)):
             env.reset(seed)
             # the memoised prompt is keyed by knobs: what it is built from must not change with the episode
-            assert (env.instructions, env.tools, env.system_prompt) == (instructions, tools, prompt), (family, knobs, seed)
+            assert (env.instructions, env.tools, env.system_prompt) == (instructions, tools, prompt), (
+                family,
+                knobs,
+                seed,
+            )
             for actions in [env.oracle(seed), *env.wrong_trajectories(seed)]:
                 used = {call.name for turn in actions for call in parse_tool_calls(turn).calls}
                 assert used <= offered, (family, knobs, seed, used - offered)
@@ -42,7 +46,11 @@ def test_precondition_prompt_lists_only_the_rules_and_tools_of_its_requests() ->
     assert [t["name"] for t in easy.tools] == ["get_order", "cancel_order"]
     assert all(f"R{k}: " in full.system_prompt for k in (1, 2, 3, 4)) and len(full.tools) == 5
     assert [t["name"] for t in make_env("precondition_verification", max_conditions=2).tools] == [
-        "get_order", "get_user", "cancel_order", "update_address"]
+        "get_order",
+        "get_user",
+        "cancel_order",
+        "update_address",
+    ]
 
 
 def test_tools_not_offered_at_the_knobs_are_unknown() -> None:

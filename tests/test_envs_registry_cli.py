@@ -28,8 +28,11 @@ def test_make_env_sets_knobs_and_rejects_unknown_ones() -> None:
 
 def unmatched_catalogue_capabilities(catalogue=CATALOGUE) -> list[str]:
     """Catalogue capabilities with no row in the table, or a row without a family and a reason."""
-    return [c.name for c in catalogue
-            if c.name not in CAPABILITY_TABLE or not (CAPABILITY_TABLE[c.name].family or CAPABILITY_TABLE[c.name].reason)]
+    return [
+        c.name
+        for c in catalogue
+        if c.name not in CAPABILITY_TABLE or not (CAPABILITY_TABLE[c.name].family or CAPABILITY_TABLE[c.name].reason)
+    ]
 
 
 def test_every_catalogue_capability_has_a_row() -> None:
@@ -51,15 +54,29 @@ def test_matching_by_table_description_and_unmatched() -> None:
     capabilities = [
         Capability(name="multi_step_task_completion", description="x"),
         Capability(name="test_verification", description="x"),
-        Capability(name="recovering_from_api_failures", origin="proposed",
-                   description="Retrying after transient tool errors and following error messages instead of giving up."),
-        Capability(name="root_cause_hunting", origin="proposed",
-                   description="Finding the cause of a metric change by comparing segments and time windows with queries."),
-        Capability(name="friendly_tone", origin="proposed", description="Greeting customers warmly and sounding polite."),
-        Capability(name="retrying_failed_calls", description="Retrying after transient tool errors and following error messages."),
+        Capability(
+            name="recovering_from_api_failures",
+            origin="proposed",
+            description="Retrying after transient tool errors and following error messages instead of giving up.",
+        ),
+        Capability(
+            name="root_cause_hunting",
+            origin="proposed",
+            description="Finding the cause of a metric change by comparing segments and time windows with queries.",
+        ),
+        Capability(
+            name="friendly_tone", origin="proposed", description="Greeting customers warmly and sounding polite."
+        ),
+        Capability(
+            name="retrying_failed_calls",
+            description="Retrying after transient tool errors and following error messages.",
+        ),
     ]
     matches = {m.capability: m for m in match_capabilities(capabilities)}
-    assert (matches["multi_step_task_completion"].method, matches["multi_step_task_completion"].family) == ("table", "multi_step_task_completion")
+    assert (matches["multi_step_task_completion"].method, matches["multi_step_task_completion"].family) == (
+        "table",
+        "multi_step_task_completion",
+    )
     assert matches["test_verification"].family is None and matches["test_verification"].method == "no family"
     assert "run_tests" in matches["test_verification"].reason
     assert matches["recovering_from_api_failures"].family == "error_recovery"
@@ -67,7 +84,9 @@ def test_matching_by_table_description_and_unmatched() -> None:
     assert matches["root_cause_hunting"].family == "causal_diagnosis"
     assert matches["friendly_tone"].family is None and matches["friendly_tone"].method == "unmatched"
     # text similarity is for proposed capabilities only: a catalogue-origin name outside the table is unmatched
-    assert matches["retrying_failed_calls"].family is None and "only proposed" in matches["retrying_failed_calls"].reason
+    assert (
+        matches["retrying_failed_calls"].family is None and "only proposed" in matches["retrying_failed_calls"].reason
+    )
 
 
 def test_rejection_report_counts_regenerations() -> None:
@@ -88,8 +107,18 @@ def test_verifier_rejects_an_episode_whose_wrong_answer_scores_full() -> None:
 
 
 def _report(names: list[tuple[str, str]]) -> CapabilityReport:
-    stats = [CapabilityStats(capability=Capability(name=n, description=d), cov=[0.5], er_minus=[0.5], er_plus=[0.1],
-                             delta=[0.4], runs_passed=10, selected=True) for n, d in names]
+    stats = [
+        CapabilityStats(
+            capability=Capability(name=n, description=d),
+            cov=[0.5],
+            er_minus=[0.5],
+            er_plus=[0.1],
+            delta=[0.4],
+            runs_passed=10,
+            selected=True,
+        )
+        for n, d in names
+    ]
     return CapabilityReport(capabilities=stats, selected=[n for n, _ in names])
 
 
@@ -101,14 +130,21 @@ def test_cli_list_show_and_synth(tmp_path, capsys) -> None:
     shown = capsys.readouterr().out
     assert "oracle reward 1.0" in shown and "--- assistant ---" in shown and '"n_packages": 2' in shown
     path = tmp_path / "capabilities.json"
-    path.write_text(_report([("tool_calling_precision", "exact args"), ("friendly_tone", "sounding polite and warm")]).model_dump_json())
+    path.write_text(
+        _report(
+            [("tool_calling_precision", "exact args"), ("friendly_tone", "sounding polite and warm")]
+        ).model_dump_json()
+    )
     assert main(["synth", str(path), "--out", str(tmp_path / "envs")]) == 0
     out = capsys.readouterr().out
     assert "UNMATCHED" in out and "calibration off" in out
     specs = list(read_jsonl(tmp_path / "envs" / "env_specs.jsonl", EnvSpec))
     assert [s.family for s in specs] == ["tool_calling_precision"] and specs[0].calibration["calibrated"] is False
     matches = json.loads((tmp_path / "envs" / "matches.json").read_text())
-    assert {m["capability"]: m["family"] for m in matches} == {"tool_calling_precision": "tool_calling_precision", "friendly_tone": None}
+    assert {m["capability"]: m["family"] for m in matches} == {
+        "tool_calling_precision": "tool_calling_precision",
+        "friendly_tone": None,
+    }
     assert json.loads((tmp_path / "envs" / "calibration.json").read_text())["calibrated"] is False
 
 
@@ -125,7 +161,25 @@ def test_cli_errors_are_one_line(tmp_path, capsys) -> None:
 def test_cli_synth_calibrates_with_a_real_backend(tmp_path, capsys) -> None:
     path = tmp_path / "capabilities.json"
     path.write_text(_report([("precondition_verification", "check before acting")]).model_dump_json())
-    assert main(["synth", str(path), "--out", str(tmp_path / "envs"), "--calibration", "--model", "tiny",
-                 "--calibration-seeds", "2", "--calibration-rollouts", "2", "--max-new-tokens", "8"]) == 0
+    assert (
+        main(
+            [
+                "synth",
+                str(path),
+                "--out",
+                str(tmp_path / "envs"),
+                "--calibration",
+                "--model",
+                "tiny",
+                "--calibration-seeds",
+                "2",
+                "--calibration-rollouts",
+                "2",
+                "--max-new-tokens",
+                "8",
+            ]
+        )
+        == 0
+    )
     data = json.loads((tmp_path / "envs" / "calibration.json").read_text())
     assert data["families"][0]["curve"] and data["families"][0]["policy"] == "hf:tiny"

@@ -13,7 +13,9 @@ import pytest
 from tracegym.synth_envs import sandbox
 from tracegym.synth_envs.sandbox import Case, SandboxConfig, SandboxUnavailable, grade, run_tests
 
-needs_sandbox = pytest.mark.skipif(sandbox.unavailable() is not None, reason=f"no sandbox here: {sandbox.unavailable()}")
+needs_sandbox = pytest.mark.skipif(
+    sandbox.unavailable() is not None, reason=f"no sandbox here: {sandbox.unavailable()}"
+)
 
 TESTS = "from mod import f\n\ndef test_one():\n    assert f(1) == 2\n\ndef test_two():\n    assert f(2) == 3\n"
 SHORT = SandboxConfig(timeout_s=3, cpu_s=6)  # CPU time above the wall clock: the timeout comes first
@@ -41,9 +43,12 @@ def test_a_clean_run_reports_each_test() -> None:
 @needs_sandbox
 def test_grading_compares_plain_values_outside() -> None:
     module = {"m.py": "def words(t):\n    return {w: len(w) for w in t.split()}\n\ndef kinds(t):\n    return set(t)\n"}
-    cases = [Case("dict", "words", "('b a',)", "{'a': 1, 'b': 1}"),  # other insertion order, equal dict
-             Case("set", "kinds", "('ab',)", "{'b', 'a'}"),  # set order depends on the string hash seed
-             Case("wrong", "words", "('a',)", "{'a': 2}"), Case("raises", "words", "(5,)", "{}")]
+    cases = [
+        Case("dict", "words", "('b a',)", "{'a': 1, 'b': 1}"),  # other insertion order, equal dict
+        Case("set", "kinds", "('ab',)", "{'b', 'a'}"),  # set order depends on the string hash seed
+        Case("wrong", "words", "('a',)", "{'a': 2}"),
+        Case("raises", "words", "(5,)", "{}"),
+    ]
     result = grade(module, "m", cases, SHORT)
     assert result.ok and result.passed == ["dict", "set"]
     assert result.failed["wrong"] == "returned {'a': 1}, expected {'a': 2}"
@@ -59,12 +64,25 @@ def test_values_that_are_not_plain_are_never_compared() -> None:
 
 
 @needs_sandbox
-@pytest.mark.parametrize("body, config, status, why", [
-    ("def f(x):\n    while True:\n        pass\n", SHORT, "timeout", "killed after 3 s"),
-    ("def f(x):\n    while True:\n        pass\n", SandboxConfig(timeout_s=10, cpu_s=1), "killed", "CPU time limit exceeded"),
-    ("def f(x):\n    block = bytearray(8 * 2**30)\n", SHORT, "ok", "memory limit"),
-    ("import sys\ndef f(x):\n    while True:\n        sys.stdout.write('x' * 65536)\n", SHORT, "output_limit", "bytes of output"),
-])
+@pytest.mark.parametrize(
+    "body, config, status, why",
+    [
+        ("def f(x):\n    while True:\n        pass\n", SHORT, "timeout", "killed after 3 s"),
+        (
+            "def f(x):\n    while True:\n        pass\n",
+            SandboxConfig(timeout_s=10, cpu_s=1),
+            "killed",
+            "CPU time limit exceeded",
+        ),
+        ("def f(x):\n    block = bytearray(8 * 2**30)\n", SHORT, "ok", "memory limit"),
+        (
+            "import sys\ndef f(x):\n    while True:\n        sys.stdout.write('x' * 65536)\n",
+            SHORT,
+            "output_limit",
+            "bytes of output",
+        ),
+    ],
+)
 def test_limits_stop_the_run(body: str, config: SandboxConfig, status: str, why: str) -> None:
     result = _tests(body, config)
     assert not result.ok and not result.passed and why in result.reason and result.status == status
@@ -93,7 +111,11 @@ def test_the_view_from_inside() -> None:
     }
     for name, check in checks.items():
         result = _inside(check)
-        assert result.passed == ["test_inside"], (name, result.failed, result.reason)  # reading /proc is noted, not stopped
+        assert result.passed == ["test_inside"], (
+            name,
+            result.failed,
+            result.reason,
+        )  # reading /proc is noted, not stopped
 
 
 def _expected_root() -> set[str]:

@@ -21,8 +21,16 @@ REPO = Path(__file__).resolve().parents[1]
 
 class _Shop:
     @tool
-    def find(self, city: Literal["Oslo", "Lima"], ids: list[str], limit: int, price: float, express: bool = False,
-             note: str | None = None, extra: dict | None = None) -> list[str]:
+    def find(
+        self,
+        city: Literal["Oslo", "Lima"],
+        ids: list[str],
+        limit: int,
+        price: float,
+        express: bool = False,
+        note: str | None = None,
+        extra: dict | None = None,
+    ) -> list[str]:
         """Find shops in a city.
 
         Args:
@@ -55,17 +63,29 @@ def test_schema_comes_from_signature_and_docstring() -> None:
     }
 
 
-@pytest.mark.parametrize("arguments, problem", [
-    ({"ids": [], "limit": 1, "price": 1.0}, "missing required argument 'city'"),
-    ({"city": "Oslo", "ids": [], "limit": 1, "price": 1, "colour": "red"}, "unknown argument 'colour'"),
-    ({"city": "Oslo", "ids": [], "limit": "1", "price": 1.0}, "argument 'limit' must be of type integer, got str"),
-    ({"city": "Oslo", "ids": [], "limit": True, "price": 1.0}, "argument 'limit' must be of type integer, got bool"),
-    ({"city": "Oslo", "ids": [], "limit": 1, "price": False}, "argument 'price' must be of type number, got bool"),
-    ({"city": "Oslo", "ids": "a", "limit": 1, "price": 1.0}, "argument 'ids' must be of type array, got str"),
-    ({"city": "Rome", "ids": [], "limit": 1, "price": 1.0}, "argument 'city' must be one of ['Oslo', 'Lima'], got 'Rome'"),
-    ({"city": "Oslo", "ids": [], "limit": 1, "price": 1.0, "note": None}, "argument 'note' must be of type string, got NoneType"),
-    ({"city": "Oslo", "ids": [], "limit": 1, "price": 2, "express": True, "note": "x", "extra": {}}, None),
-])
+@pytest.mark.parametrize(
+    "arguments, problem",
+    [
+        ({"ids": [], "limit": 1, "price": 1.0}, "missing required argument 'city'"),
+        ({"city": "Oslo", "ids": [], "limit": 1, "price": 1, "colour": "red"}, "unknown argument 'colour'"),
+        ({"city": "Oslo", "ids": [], "limit": "1", "price": 1.0}, "argument 'limit' must be of type integer, got str"),
+        (
+            {"city": "Oslo", "ids": [], "limit": True, "price": 1.0},
+            "argument 'limit' must be of type integer, got bool",
+        ),
+        ({"city": "Oslo", "ids": [], "limit": 1, "price": False}, "argument 'price' must be of type number, got bool"),
+        ({"city": "Oslo", "ids": "a", "limit": 1, "price": 1.0}, "argument 'ids' must be of type array, got str"),
+        (
+            {"city": "Rome", "ids": [], "limit": 1, "price": 1.0},
+            "argument 'city' must be one of ['Oslo', 'Lima'], got 'Rome'",
+        ),
+        (
+            {"city": "Oslo", "ids": [], "limit": 1, "price": 1.0, "note": None},
+            "argument 'note' must be of type string, got NoneType",
+        ),
+        ({"city": "Oslo", "ids": [], "limit": 1, "price": 2, "express": True, "note": "x", "extra": {}}, None),
+    ],
+)
 def test_calls_are_validated_against_the_signature(arguments: dict[str, Any], problem: str | None) -> None:
     assert _Shop.find.__tool__.check(arguments) == problem
 
@@ -97,10 +117,16 @@ def _no_self(query: str) -> str:
     return query
 
 
-@pytest.mark.parametrize("function, message", [
-    (_untyped, "needs a type hint"), (_undocumented, "needs a docstring"), (_bad_union, "union other than"),
-    (_stray_arg, "no such parameter: qurey"), (_no_self, "first parameter must be self"),
-])
+@pytest.mark.parametrize(
+    "function, message",
+    [
+        (_untyped, "needs a type hint"),
+        (_undocumented, "needs a docstring"),
+        (_bad_union, "union other than"),
+        (_stray_arg, "no such parameter: qurey"),
+        (_no_self, "first parameter must be self"),
+    ],
+)
 def test_tool_definition_mistakes_fail_at_import(function: Any, message: str) -> None:
     with pytest.raises(TypeError, match=message):
         make_tool(function)
@@ -122,8 +148,10 @@ def test_families_implement_the_core_protocol_with_typed_tools(family: str) -> N
     assert env.tools == [spec.schema for spec in type(env).tool_specs.values()] and env.tools
     for schema in env.tools:
         assert schema["description"] and schema["parameters"]["type"] == "object"
-        assert all(p["type"] in ("string", "integer", "number", "boolean", "array", "object")
-                   for p in schema["parameters"]["properties"].values())
+        assert all(
+            p["type"] in ("string", "integer", "number", "boolean", "array", "object")
+            for p in schema["parameters"]["properties"].values()
+        )
 
 
 def test_tools_dispatch_by_name_and_bad_calls_become_error_observations() -> None:
@@ -133,7 +161,10 @@ def test_tools_dispatch_by_name_and_bad_calls_become_error_observations() -> Non
     observation = env.step(render_tool_call("get_user", {"user_id": user_id})).observation
     assert f'"user_id":"{user_id}"' in observation and env.errors == 0
     assert "error: unknown tool 'get_users'" in env.step(render_tool_call("get_users", {})).observation
-    assert "error: get_user: no user with id 'U-0'" in env.step(render_tool_call("get_user", {"user_id": "U-0"})).observation
+    assert (
+        "error: get_user: no user with id 'U-0'"
+        in env.step(render_tool_call("get_user", {"user_id": "U-0"})).observation
+    )
     assert env.errors == 2 and [c.name for c in env.calls] == ["get_user", "get_user"]
 
 

@@ -14,8 +14,11 @@ from tracegym.toolcalls import parse_tool_calls
 
 def _public_methods(instance: object) -> dict[str, object]:
     # the same discovery rule as trl.GRPOTrainer: functions on the class, minus reset/get_reward/_private
-    return {name: getattr(instance, name) for name, _ in inspect.getmembers(type(instance), predicate=inspect.isfunction)
-            if name not in ("reset", "get_reward") and not name.startswith("_")}
+    return {
+        name: getattr(instance, name)
+        for name, _ in inspect.getmembers(type(instance), predicate=inspect.isfunction)
+        if name not in ("reset", "get_reward") and not name.startswith("_")
+    }
 
 
 @pytest.mark.parametrize("family", ["tool_calling_precision", "error_recovery"])
@@ -58,10 +61,12 @@ def test_oracle_through_the_adapter_earns_the_env_reward(family: str) -> None:
 def test_bad_arguments_come_back_as_text_and_reset_needs_a_seed() -> None:
     instance = trl_environment_class("tool_calling_precision")()
     instance.reset(seed=1, prompt=[])
-    assert instance.create_booking(room_id="RM-1", date="tomorrow", start_time="2pm", duration_minutes=30,
-                                   attendee_ids=[], priority="high").startswith("error")
-    assert "must be of type integer" in instance.create_booking(room_id="RM-1", date="2025-01-01", start_time="10:00",
-                                                                 duration_minutes="30", attendee_ids=[], priority="high")
+    assert instance.create_booking(
+        room_id="RM-1", date="tomorrow", start_time="2pm", duration_minutes=30, attendee_ids=[], priority="high"
+    ).startswith("error")
+    assert "must be of type integer" in instance.create_booking(
+        room_id="RM-1", date="2025-01-01", start_time="10:00", duration_minutes="30", attendee_ids=[], priority="high"
+    )
     instance.submit_answer("Booked.")
     assert instance.get_reward() < 1.0
     with pytest.raises(ValueError, match="seed"):
@@ -87,11 +92,24 @@ def test_grpo_trainer_trains_a_step_on_the_environment(tmp_path, fresh_accelerat
     # SmolLM2's own template cannot render tool calls; Qwen2.5's uses the same <|im_start|> tokens and
     # the Hermes <tool_call> format of tracegym.toolcalls, and TRL knows how to parse it.
     tokenizer.chat_template = qwen2_5_chat_template
-    config = GRPOConfig(output_dir=str(tmp_path), max_steps=1, bf16=False, per_device_train_batch_size=2,
-                        num_generations=2, max_completion_length=8, report_to=[], use_cpu=True, logging_steps=1)
-    trainer = GRPOTrainer(model=model, args=config, processing_class=tokenizer,
-                          train_dataset=trl_dataset("error_recovery", range(4)),
-                          environment_factory=trl_environment_class("error_recovery", n_packages=1))
+    config = GRPOConfig(
+        output_dir=str(tmp_path),
+        max_steps=1,
+        bf16=False,
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_completion_length=8,
+        report_to=[],
+        use_cpu=True,
+        logging_steps=1,
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        args=config,
+        processing_class=tokenizer,
+        train_dataset=trl_dataset("error_recovery", range(4)),
+        environment_factory=trl_environment_class("error_recovery", n_packages=1),
+    )
     names = {getattr(tool, "__name__", "") for tool in trainer.tools}
     assert {"track_package", "wait", "refresh_session", "submit_answer"} <= names
     assert "ErrorRecoveryTRLEnv" in trainer.reward_func_names

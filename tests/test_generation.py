@@ -6,7 +6,10 @@ from tracegym.schema import Message, ToolCall
 
 CONVERSATIONS = [
     [{"role": "user", "content": "Say hi"}],
-    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is the capital of France, and why?"}],
+    [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "What is the capital of France, and why?"},
+    ],
     [{"role": "user", "content": "x"}],
 ]
 
@@ -36,7 +39,9 @@ def test_batched_greedy_equals_one_by_one(tiny):
 def test_logprobs_are_the_models_own(tiny):
     model, tokenizer = tiny
     prompt = render_chat(tokenizer, CONVERSATIONS[0])
-    completion = HFBackend(model, tokenizer).generate([prompt], SamplingConfig(max_new_tokens=5, temperature=1.0, seed=3))[0]
+    completion = HFBackend(model, tokenizer).generate(
+        [prompt], SamplingConfig(max_new_tokens=5, temperature=1.0, seed=3)
+    )[0]
     ids = torch.tensor([prompt + completion.token_ids])
     with torch.no_grad():
         logits = model(ids).logits[0, len(prompt) - 1 : -1].log_softmax(-1)
@@ -49,7 +54,9 @@ def test_seeded_sampling_is_reproducible(tiny):
     model, tokenizer = tiny
     backend = HFBackend(model, tokenizer)
     params = SamplingConfig(max_new_tokens=8, temperature=1.0, seed=11)
-    assert [c.token_ids for c in backend.chat(CONVERSATIONS, params)] == [c.token_ids for c in backend.chat(CONVERSATIONS, params)]
+    assert [c.token_ids for c in backend.chat(CONVERSATIONS, params)] == [
+        c.token_ids for c in backend.chat(CONVERSATIONS, params)
+    ]
 
 
 @pytest.mark.slow
@@ -58,7 +65,8 @@ def test_embedded_model_greedy_generation():
 
     model, tokenizer = load_model()
     completion = HFBackend(model, tokenizer).chat(
-        [[{"role": "user", "content": "What is the capital of France?"}]], SamplingConfig(max_new_tokens=24, temperature=0.0)
+        [[{"role": "user", "content": "What is the capital of France?"}]],
+        SamplingConfig(max_new_tokens=24, temperature=0.0),
     )[0]
     assert "Paris" in completion.text
     assert completion.finish_reason == "stop" and completion.token_ids[-1] == tokenizer.eos_token_id

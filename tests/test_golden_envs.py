@@ -18,7 +18,9 @@ GOLDEN: dict[str, Any] = json.loads(FIXTURE.read_text())
 
 
 def _differences(recorded: dict[str, Any], now: dict[str, Any]) -> list[str]:
-    return [f"{key}: recorded {recorded[key]!r}, now {now.get(key)!r}" for key in recorded if recorded[key] != now.get(key)]
+    return [
+        f"{key}: recorded {recorded[key]!r}, now {now.get(key)!r}" for key in recorded if recorded[key] != now.get(key)
+    ]
 
 
 @pytest.mark.parametrize("family", sorted(GOLDEN))

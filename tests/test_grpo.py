@@ -90,11 +90,14 @@ def test_packed_step_equals_the_unpacked_step(tmp_path):
 
     widths = []
     trainer.policy.get_base_model().register_forward_pre_hook(
-        lambda module, args, kwargs: widths.append(kwargs["input_ids"].shape[1]), with_kwargs=True)
+        lambda module, args, kwargs: widths.append(kwargs["input_ids"].shape[1]), with_kwargs=True
+    )
     record, got = _update_gradients(trainer, episodes, advantages)
     assert len(widths) == 2 * (1 + 2)  # each group of 4: its prompt, then micro-batches of 3 + 1
     groups = group_batches(episodes, advantages, trainer.pad_id)
-    cut = [width for group in groups for _, micro in group.micro_batches(3) for width in [micro.completion_ids.shape[1]]]
+    cut = [
+        width for group in groups for _, micro in group.micro_batches(3) for width in [micro.completion_ids.shape[1]]
+    ]
     assert widths[1:3] + widths[4:6] == cut  # each micro-batch runs to its own last sampled token
     assert min(cut) < max(group.completion_ids.shape[1] for group in groups)
     assert abs(record["loss"] - expected_loss.item()) < 1e-4
@@ -104,7 +107,9 @@ def test_packed_step_equals_the_unpacked_step(tmp_path):
 
 
 def test_micro_batches_sort_rows_by_length_and_cut_after_the_last_sampled_token():
-    mask = torch.tensor([[1, 1, 1, 1, 1, 0], [1, 0, 0, 0, 0, 0], [0, 1, 1, 1, 0, 0], [0, 0, 0, 0, 0, 0]], dtype=torch.float32)
+    mask = torch.tensor(
+        [[1, 1, 1, 1, 1, 0], [1, 0, 0, 0, 0, 0], [0, 1, 1, 1, 0, 0], [0, 0, 0, 0, 0, 0]], dtype=torch.float32
+    )
     ids = torch.arange(24).reshape(4, 6)
     group = GroupBatch(torch.tensor([7, 8]), ids, mask, mask * 0.5)
     batches = group.micro_batches(2)
@@ -242,8 +247,26 @@ def test_train_cli_rejects_bad_specs(tmp_path, capsys):
 
 def test_train_cli_writes_artifacts_and_resumes(tmp_path, capsys):
     out = tmp_path / "adapter"
-    common = ["train", "precondition_verification", "--out", str(out), "--model", "tiny", "--grpo-groups-per-step", "1",
-              "--grpo-group-size", "2", "--max-new-tokens", "6", "--eval-seeds", "0", "--grpo-save-every", "1", "--credit", "grpo"]
+    common = [
+        "train",
+        "precondition_verification",
+        "--out",
+        str(out),
+        "--model",
+        "tiny",
+        "--grpo-groups-per-step",
+        "1",
+        "--grpo-group-size",
+        "2",
+        "--max-new-tokens",
+        "6",
+        "--eval-seeds",
+        "0",
+        "--grpo-save-every",
+        "1",
+        "--credit",
+        "grpo",
+    ]
     assert main([*common, "--grpo-steps", "1"]) == 0
     assert main([*common, "--grpo-steps", "2"]) == 1  # a checkpoint exists: no silent overwrite
     assert "--resume" in capsys.readouterr().err
@@ -258,18 +281,62 @@ def test_train_cli_writes_artifacts_and_resumes(tmp_path, capsys):
 
 def test_the_fitted_turn_budget_is_recorded_with_the_config(tmp_path):
     out = tmp_path / "adapter"
-    assert main(["train", "precondition_verification", "--out", str(out), "--model", "tiny", "--grpo-steps", "1",
-                 "--grpo-groups-per-step", "1", "--grpo-group-size", "2", "--eval-seeds", "0", "--credit", "grpo"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "precondition_verification",
+                "--out",
+                str(out),
+                "--model",
+                "tiny",
+                "--grpo-steps",
+                "1",
+                "--grpo-groups-per-step",
+                "1",
+                "--grpo-group-size",
+                "2",
+                "--eval-seeds",
+                "0",
+                "--credit",
+                "grpo",
+            ]
+        )
+        == 0
+    )
     fitted = turn_token_budget(make_env("precondition_verification"), tiny_model()[1])
     recorded = json.loads((out / "train_config.json").read_text())
     assert recorded["rollout"]["max_new_tokens"] == fitted
-    assert AdapterArtifact.model_validate_json((out / "artifact.json").read_text()).metrics["turn_budget_tokens"] == fitted
+    assert (
+        AdapterArtifact.model_validate_json((out / "artifact.json").read_text()).metrics["turn_budget_tokens"] == fitted
+    )
 
 
 def test_eval_cli_scores_policies_on_the_same_seeds_and_pairs_them(tmp_path, capsys):
     out = tmp_path / "adapter"
-    assert main(["train", "precondition_verification", "--out", str(out), "--model", "tiny", "--grpo-steps", "1",
-                 "--grpo-groups-per-step", "1", "--grpo-group-size", "2", "--max-new-tokens", "6", "--eval-seeds", "0"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "precondition_verification",
+                "--out",
+                str(out),
+                "--model",
+                "tiny",
+                "--grpo-steps",
+                "1",
+                "--grpo-groups-per-step",
+                "1",
+                "--grpo-group-size",
+                "2",
+                "--max-new-tokens",
+                "6",
+                "--eval-seeds",
+                "0",
+            ]
+        )
+        == 0
+    )
     evaluation = ["--model", "tiny", "--eval-seeds", "3", "--eval-sampled", "2", "--max-new-tokens", "6"]
     assert main(["eval", "base", str(out), str(out), "--out", str(tmp_path / "eval"), *evaluation]) == 0
     assert "change vs first" in capsys.readouterr().out
@@ -279,10 +346,15 @@ def test_eval_cli_scores_policies_on_the_same_seeds_and_pairs_them(tmp_path, cap
     assert [p["name"] for p in policies] == ["base (tiny)", str(out), str(out)]
     assert all(len(p["greedy_reward"]) == 3 and len(p["sampled_reward"]) == 3 for p in policies)
     assert policies[0]["versus_first"] is None and set(policies[1]["versus_first"]) == {
-        "greedy_reward", "greedy_success", "sampled_reward", "sampled_success"}
+        "greedy_reward",
+        "greedy_success",
+        "sampled_reward",
+        "sampled_success",
+    }
     same = [policies[2][key] for key in ("greedy_reward", "sampled_reward")]
-    assert same == [policies[1][key] for key in ("greedy_reward", "sampled_reward")], \
+    assert same == [policies[1][key] for key in ("greedy_reward", "sampled_reward")], (
         "the same policy scored twice on the same seeds gets the same rewards, greedy and sampled"
+    )
     assert main(["eval", str(tmp_path), "--model", "tiny"]) == 1
     assert "not 'base', a PEFT adapter folder" in capsys.readouterr().err
 
@@ -293,17 +365,68 @@ def test_eval_fits_the_turn_budget_once_for_all_policies(tmp_path, monkeypatch):
     fits = []
     fit = rollout_module.turn_token_budget
     monkeypatch.setattr(rollout_module, "turn_token_budget", lambda *a, **k: fits.append(1) or fit(*a, **k))
-    assert main(["eval", "base", "base", "--family", "precondition_verification", "--model", "tiny",
-                 "--eval-seeds", "2", "--eval-sampled", "1", "--out", str(tmp_path / "eval")]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "base",
+                "base",
+                "--family",
+                "precondition_verification",
+                "--model",
+                "tiny",
+                "--eval-seeds",
+                "2",
+                "--eval-sampled",
+                "1",
+                "--out",
+                str(tmp_path / "eval"),
+            ]
+        )
+        == 0
+    )
     assert len(fits) == 1, "one fit serves the greedy and sampled episodes of every policy"
 
 
 def test_eval_without_greedy_scores_sampled_episodes_only(tmp_path, capsys):
-    assert main(["eval", "base", "base", "--family", "precondition_verification", "--model", "tiny", "--no-eval-greedy",
-                 "--eval-seeds", "2", "--eval-sampled", "1", "--out", str(tmp_path / "eval")]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "base",
+                "base",
+                "--family",
+                "precondition_verification",
+                "--model",
+                "tiny",
+                "--no-eval-greedy",
+                "--eval-seeds",
+                "2",
+                "--eval-sampled",
+                "1",
+                "--out",
+                str(tmp_path / "eval"),
+            ]
+        )
+        == 0
+    )
     policies = json.loads((tmp_path / "eval" / "eval.json").read_text())["policies"]
     assert all(p["greedy_reward"] == [] and len(p["sampled_reward"]) == 2 for p in policies)
     assert set(policies[1]["versus_first"]) == {"sampled_reward", "sampled_success"}
-    assert main(["eval", "base", "--family", "precondition_verification", "--model", "tiny", "--no-eval-greedy",
-                 "--eval-sampled", "0"]) == 1
+    assert (
+        main(
+            [
+                "eval",
+                "base",
+                "--family",
+                "precondition_verification",
+                "--model",
+                "tiny",
+                "--no-eval-greedy",
+                "--eval-sampled",
+                "0",
+            ]
+        )
+        == 1
+    )
     assert "greedy is off and sampled is 0" in capsys.readouterr().err

@@ -15,9 +15,9 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -30,14 +30,16 @@ from tracegym.toolcalls import render_tool_call
 SEED = 0
 QUICK = sandbox.SandboxConfig(timeout_s=5, cpu_s=5)
 # lines that first make the runner's notes vanish (they keep only its report): what remains must hold by itself
-SILENCE = ("import __main__\n_emit = __main__.Reporter.emit\n"
-           "__main__.Reporter.emit = lambda self, kind, payload: _emit(self, kind, payload) if kind == 'report' else None\n")
+SILENCE = (
+    "import __main__\n_emit = __main__.Reporter.emit\n"
+    "__main__.Reporter.emit = lambda self, kind, payload: _emit(self, kind, payload) if kind == 'report' else None\n"
+)
 
 
 @dataclass(frozen=True)
 class Attack:
     name: str
-    module: Callable[[str, str, "Places"], str]  # (correct module, target function, places) -> utils.py
+    module: Callable[[str, str, Places], str]  # (correct module, target function, places) -> utils.py
     reason: str  # in the reward breakdown's "stopped"
 
 
@@ -57,47 +59,108 @@ def _wrap(target: str, body: str) -> str:
     return f"\n_real = {target}\n\ndef {target}(*args):\n{lines}    return _real(*args)\n"
 
 
-FORK_EXEC = ("import _posixsubprocess, os\n"
-             "for _ in range(40):\n"
-             "    _posixsubprocess.fork_exec([b'/bin/sh', b'-c', b'sleep 1000; :', b'{marker}'], [b'/bin/sh'], True, (), None, None,\n"
-             "        -1, -1, -1, -1, -1, -1, *os.pipe(), False, True, -1, None, None, None, -1, None, False)\n")
+FORK_EXEC = (
+    "import _posixsubprocess, os\n"
+    "for _ in range(40):\n"
+    "    _posixsubprocess.fork_exec([b'/bin/sh', b'-c', b'sleep 1000; :', b'{marker}'], [b'/bin/sh'], True, (), None, None,\n"
+    "        -1, -1, -1, -1, -1, -1, *os.pipe(), False, True, -1, None, None, None, -1, None, False)\n"
+)
 
 ATTACKS = [
     # the sandbox (issue 12, first list): each comes with the right fix
-    Attack("fork_exec of detached children", lambda m, t, p: FORK_EXEC.format(marker=p.marker) + m, "forbidden system call"),
-    Attack("os.system running id", lambda m, t, p: f"import os\nos.system('id > {p.escape}')\n" + m, "process creation (os.system)"),
-    Attack("os.system, hook notes silenced", lambda m, t, p: SILENCE + "import os\nos.system('id')\n" + m, "forbidden system call"),
-    Attack("ctypes system", lambda m, t, p: SILENCE + "import ctypes\nctypes.CDLL(None).system(b'id')\n" + m, "forbidden system call"),
-    Attack("runner globals overwritten, then writes and os.system",
-           lambda m, t, p: (f"import __main__, os\n__main__.inside = lambda p: True\n__main__.deny = lambda r: None\n"
-                            f"try:\n    open({str(p.escape)!r}, 'w').write('pwned')\nexcept OSError:\n    pass\n" + m),
-           "wrote a file while graded"),
-    Attack("os.open with dir_fd outside",
-           lambda m, t, p: (f"import os\ntry:\n    os.open({p.escape.name!r}, os.O_CREAT | os.O_WRONLY, dir_fd=os.open({str(p.escape.parent)!r}, os.O_RDONLY))\n"
-                            "except OSError:\n    pass\n" + m), "read outside the task"),
-    Attack("reads a file elsewhere and /etc/shadow, to leak them through run_tests",
-           lambda m, t, p: m + _wrap(t, f"leaked = []\nfor path in ({str(p.secret)!r}, '/etc/shadow'):\n    try:\n"
-                                        "        leaked.append(open(path).read())\n    except OSError as error:\n"
-                                        "        leaked.append(str(error))\nraise RuntimeError(' '.join(leaked))"),
-           "read outside the task"),
-    Attack("loopback connection, hook notes silenced",
-           lambda m, t, p: SILENCE + f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {p.port}), timeout=1)\nexcept OSError:\n    pass\n" + m,
-           "forbidden system call"),
+    Attack(
+        "fork_exec of detached children", lambda m, t, p: FORK_EXEC.format(marker=p.marker) + m, "forbidden system call"
+    ),
+    Attack(
+        "os.system running id",
+        lambda m, t, p: f"import os\nos.system('id > {p.escape}')\n" + m,
+        "process creation (os.system)",
+    ),
+    Attack(
+        "os.system, hook notes silenced",
+        lambda m, t, p: SILENCE + "import os\nos.system('id')\n" + m,
+        "forbidden system call",
+    ),
+    Attack(
+        "ctypes system",
+        lambda m, t, p: SILENCE + "import ctypes\nctypes.CDLL(None).system(b'id')\n" + m,
+        "forbidden system call",
+    ),
+    Attack(
+        "runner globals overwritten, then writes and os.system",
+        lambda m, t, p: (
+            f"import __main__, os\n__main__.inside = lambda p: True\n__main__.deny = lambda r: None\n"
+            f"try:\n    open({str(p.escape)!r}, 'w').write('pwned')\nexcept OSError:\n    pass\n" + m
+        ),
+        "wrote a file while graded",
+    ),
+    Attack(
+        "os.open with dir_fd outside",
+        lambda m, t, p: (
+            f"import os\ntry:\n    os.open({p.escape.name!r}, os.O_CREAT | os.O_WRONLY, dir_fd=os.open({str(p.escape.parent)!r}, os.O_RDONLY))\n"
+            "except OSError:\n    pass\n" + m
+        ),
+        "read outside the task",
+    ),
+    Attack(
+        "reads a file elsewhere and /etc/shadow, to leak them through run_tests",
+        lambda m, t, p: (
+            m
+            + _wrap(
+                t,
+                f"leaked = []\nfor path in ({str(p.secret)!r}, '/etc/shadow'):\n    try:\n"
+                "        leaked.append(open(path).read())\n    except OSError as error:\n"
+                "        leaked.append(str(error))\nraise RuntimeError(' '.join(leaked))",
+            )
+        ),
+        "read outside the task",
+    ),
+    Attack(
+        "loopback connection, hook notes silenced",
+        lambda m, t, p: (
+            SILENCE
+            + f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {p.port}), timeout=1)\nexcept OSError:\n    pass\n"
+            + m
+        ),
+        "forbidden system call",
+    ),
     # the reward (issue 12, second list, and item 2): none of these fixes the bug
-    Attack("always-equal object", lambda m, t, p: m + _wrap(t, "return type('E', (), {'__eq__': lambda s, o: True})()"),
-           "not a plain value"),
-    Attack("report forged on every descriptor, then os._exit(0)",
-           lambda m, t, p: m + ("\nimport os\nfor _fd in range(3, 64):\n    try:\n"
-                                "        os.write(_fd, b'[\"report\", {\"results\": {\"test_x\": \"passed\"}}]\\n')\n"
-                                "    except OSError:\n        pass\nos._exit(0)\n"), "does not answer exactly the cases asked"),
-    Attack("results replaced by an always-passed dict",
-           lambda m, t, p: m + "\nimport __main__\n__main__.results = type('P', (dict,), {'__getitem__': lambda s, k: 'passed'})()\n",
-           "changed the runner or the builtins: results"),
-    Attack("runner monkeypatched", lambda m, t, p: m + "\nimport __main__\n__main__.run_calls = lambda m, calls, r: {}\n",
-           "changed the runner or the builtins: run_calls"),
+    Attack(
+        "always-equal object",
+        lambda m, t, p: m + _wrap(t, "return type('E', (), {'__eq__': lambda s, o: True})()"),
+        "not a plain value",
+    ),
+    Attack(
+        "report forged on every descriptor, then os._exit(0)",
+        lambda m, t, p: (
+            m
+            + (
+                "\nimport os\nfor _fd in range(3, 64):\n    try:\n"
+                '        os.write(_fd, b\'["report", {"results": {"test_x": "passed"}}]\\n\')\n'
+                "    except OSError:\n        pass\nos._exit(0)\n"
+            )
+        ),
+        "does not answer exactly the cases asked",
+    ),
+    Attack(
+        "results replaced by an always-passed dict",
+        lambda m, t, p: (
+            m + "\nimport __main__\n__main__.results = type('P', (dict,), {'__getitem__': lambda s, k: 'passed'})()\n"
+        ),
+        "changed the runner or the builtins: results",
+    ),
+    Attack(
+        "runner monkeypatched",
+        lambda m, t, p: m + "\nimport __main__\n__main__.run_calls = lambda m, calls, r: {}\n",
+        "changed the runner or the builtins: run_calls",
+    ),
     Attack("sys.exit at import", lambda m, t, p: "import sys\nsys.exit(0)\n" + m, "exited during import"),
     Attack("os._exit at import", lambda m, t, p: "import os\nos._exit(0)\n" + m, "no_report"),
-    Attack("conftest.py written at import", lambda m, t, p: "open('conftest.py', 'w').write('x')\n" + m, "wrote a file while graded"),
+    Attack(
+        "conftest.py written at import",
+        lambda m, t, p: "open('conftest.py', 'w').write('x')\n" + m,
+        "wrote a file while graded",
+    ),
 ]
 
 
@@ -126,7 +189,9 @@ def _env():
     return env
 
 
-def _submit(module: str | None = None, tests: str | None = None, run_tests: bool = False) -> tuple[list[str], StepResult]:
+def _submit(
+    module: str | None = None, tests: str | None = None, run_tests: bool = False
+) -> tuple[list[str], StepResult]:
     """Play seed SEED: read utils.py, replace it (and/or the tests) wholesale, maybe run the tests, answer."""
     env = _env()
     env.reset(SEED)
@@ -192,7 +257,9 @@ def test_attack_is_stopped_with_reward_zero_and_its_reason(attack: Attack, mode:
     assert not places.escape.exists(), "something was written outside"
 
 
-@pytest.mark.parametrize("ending", ["", "    while True:\n        pass\n"], ids=["the run ends", "the run is killed at its timeout"])
+@pytest.mark.parametrize(
+    "ending", ["", "    while True:\n        pass\n"], ids=["the run ends", "the run is killed at its timeout"]
+)
 def test_descendants_die_with_the_run_even_without_seccomp(ending: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The PID namespace alone: with a filter that allows everything, detached children started
     by the run (and seen running) are gone once it ends, or once it is killed."""
@@ -200,9 +267,11 @@ def test_descendants_die_with_the_run_even_without_seccomp(ending: str, monkeypa
         pytest.skip(f"no sandbox here: {sandbox.unavailable()}")
     monkeypatch.setattr(sandbox, "_seccomp_program", lambda: sandbox._ins(sandbox._RET, sandbox._ALLOW))
     marker = f"tracegym-marker-{uuid.uuid4().hex}"
-    body = ("import subprocess\n\ndef test_spawn():\n"
-            f"    children = [subprocess.Popen(['/bin/sh', '-c', 'sleep 1000; :', '{marker}'], start_new_session=True) for _ in range(5)]\n"
-            "    assert all(child.poll() is None for child in children)\n" + ending)
+    body = (
+        "import subprocess\n\ndef test_spawn():\n"
+        f"    children = [subprocess.Popen(['/bin/sh', '-c', 'sleep 1000; :', '{marker}'], start_new_session=True) for _ in range(5)]\n"
+        "    assert all(child.poll() is None for child in children)\n" + ending
+    )
     result = sandbox.run_tests({"test_spawn.py": body}, "test_spawn", sandbox.SandboxConfig(timeout_s=3, cpu_s=6))
     assert "process creation" in result.violations[0]
     assert result.passed == ["test_spawn"] if not ending else result.status == "timeout"
@@ -232,7 +301,9 @@ def test_conftest_cannot_be_added_through_the_tools() -> None:
     env = _env()
     env.verify = False  # no code runs: the tool refuses the path
     env.reset(SEED)
-    observation = env.step(render_tool_call("replace_in_file", {"path": "conftest.py", "old": "", "new": "x"})).observation
+    observation = env.step(
+        render_tool_call("replace_in_file", {"path": "conftest.py", "old": "", "new": "x"})
+    ).observation
     assert "must be one of ['utils.py', 'test_utils.py']" in observation
 
 
@@ -256,16 +327,20 @@ def test_a_forgery_that_knows_the_protocol_earns_no_more_than_no_edit() -> None:
         "_results = {c: ['value', _visible.get(c, '0')] for c, _, _ in _request['calls']}\n"
         "_reporter = next(o for o in gc.get_objects() if type(o).__name__ == 'Reporter')\n"
         "os.write(_reporter.fd, (json.dumps(['report', {'results': _results}]) + '\\n').encode())\n"
-        "os._exit(0)\n")
+        "os._exit(0)\n"
+    )
     _, result = _submit(forgery)
     assert result.reward <= 0.1 and not result.info["reward_breakdown"].get("target"), result.info["reward_breakdown"]
 
 
-@pytest.mark.parametrize("query", [
-    "SELECT count(*) FROM range(1000000000000)",
-    "WITH RECURSIVE t(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t) SELECT count(*) FROM t",
-    "SELECT string_agg(repeat('x', 1000), '') FROM range(100000000)",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT count(*) FROM range(1000000000000)",
+        "WITH RECURSIVE t(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t) SELECT count(*) FROM t",
+        "SELECT string_agg(repeat('x', 1000), '') FROM range(100000000)",
+    ],
+)
 def test_a_runaway_query_is_an_error_observation_and_the_episode_goes_on(query: str) -> None:
     env = make_env("causal_diagnosis")
     env.reset(0)

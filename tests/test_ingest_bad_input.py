@@ -11,13 +11,12 @@ import json
 from pathlib import Path
 
 import pytest
+from ingest_samples import mini_swe_run, write_json
 
-from tracegym.analysis.ingest.outputs import REPORT, TRAJECTORIES
 from tracegym.analysis.examples import example_results, write_example_run
 from tracegym.analysis.ingest import IngestError, ingest_paths
+from tracegym.analysis.ingest.outputs import REPORT, TRAJECTORIES
 from tracegym.cli import main
-
-from ingest_samples import mini_swe_run, write_json
 
 
 @pytest.fixture
@@ -85,7 +84,9 @@ def test_keep_going_ingests_the_rest_and_lists_the_skipped(case: str, tmp_path: 
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_cli_exits_nonzero_and_keeps_previous_output(case: str, tmp_path: Path, good: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_exits_nonzero_and_keeps_previous_output(
+    case: str, tmp_path: Path, good: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     make, reason, file_name, kept_from_bad = CASES[case]
     bad, _ = make(tmp_path)
     out = tmp_path / "out"
@@ -112,7 +113,9 @@ def test_unknown_file_met_while_walking_is_ignored_not_fatal(tmp_path: Path, goo
 
 def test_openhands_folder_without_summary_is_a_missing_report(tmp_path: Path, good: Path) -> None:
     run = tmp_path / "oh_run"
-    write_json(run / "llm_completions" / "repo__b-1" / "litellm-1.0.json", {"messages": [], "response": {}, "kwargs": {}})
+    write_json(
+        run / "llm_completions" / "repo__b-1" / "litellm-1.0.json", {"messages": [], "response": {}, "kwargs": {}}
+    )
     with pytest.raises(IngestError, match="missing report file .*output.swebench_eval.md"):
         ingest_paths([run])
     result = ingest_paths([good, run], keep_going=True)

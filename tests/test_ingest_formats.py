@@ -25,9 +25,16 @@ def test_tau_v1_fixture() -> None:
     first, second, third = result.trajectories
     assert first.source.benchmark == "tau-retail" and (first.task_id, first.trial, first.success) == ("0", 0, True)
     call = first.messages[2].tool_calls[0]
-    assert call.name == "find_user_id_by_name_zip" and call.arguments == {"first_name": "Yusuf", "last_name": "Rossi", "zip": "19122"}
+    assert call.name == "find_user_id_by_name_zip" and call.arguments == {
+        "first_name": "Yusuf",
+        "last_name": "Rossi",
+        "zip": "19122",
+    }
     assert first.messages[3].tool_call_id == call.id
-    assert [a["name"] for a in second.diagnostics["gold_actions"]] == ["find_user_id_by_name_zip", "cancel_pending_order"]
+    assert [a["name"] for a in second.diagnostics["gold_actions"]] == [
+        "find_user_id_by_name_zip",
+        "cancel_pending_order",
+    ]
     assert second.diagnostics["gold_actions"][1]["arguments"]["reason"] == "no longer needed"
     assert third.diagnostics["outputs"] == ["10"] and third.messages[3].error is True
     assert third.metadata["user_instructions"].startswith("You are Mei Kovacs")
@@ -68,7 +75,13 @@ def test_chat_jsonl_bad_line_names_the_line(tmp_path: Path) -> None:
 def test_example_run_follows_the_contract(tmp_path: Path) -> None:
     result = ingest_paths([write_example_run(tmp_path)])
     summary = result.sources[0]
-    assert (summary.format, summary.runs, summary.tasks, summary.successes, summary.failures) == ("tau2_results", 4, 3, 2, 2)
+    assert (summary.format, summary.runs, summary.tasks, summary.successes, summary.failures) == (
+        "tau2_results",
+        4,
+        3,
+        2,
+        2,
+    )
     hasty = next(t for t in result.trajectories if t.id.endswith("/sim-1"))
     assert hasty.source.benchmark == "tau2-airline" and hasty.source.model == "example-agent"
     assert [a["name"] for a in hasty.diagnostics["gold_actions"]] == ["get_reservation_details", "cancel_reservation"]

@@ -12,24 +12,42 @@ import copy
 import json
 import random
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
+from ingest_samples import mini_swe_run, openhands_run, write_json
 
 from tracegym.analysis.examples import example_results
 from tracegym.analysis.ingest import IngestError, ingest_paths
 from tracegym.schema import Trajectory, write_jsonl
 
-from ingest_samples import mini_swe_run, openhands_run, write_json
-
 FIXTURES = Path(__file__).parent / "fixtures"
 CASES_PER_FORMAT = 150
 _DELETE = object()
 HOSTILE: list[Any] = [
-    _DELETE, None, True, 0, -7, 3.5, 1e308, 10**40, "", "x", "line\nbreak\u2028sep\x00nul", [], {}, [1, "a", None],
-    {"a": {"b": []}}, {"role": "tool", "id": 5}, {"function": 5}, ["x", {"name": 1}],
-    json.loads("[" * 150 + "]" * 150), '{"nested": ' + "[" * 199 + "]" * 199 + "}", "{not json",
+    _DELETE,
+    None,
+    True,
+    0,
+    -7,
+    3.5,
+    1e308,
+    10**40,
+    "",
+    "x",
+    "line\nbreak\u2028sep\x00nul",
+    [],
+    {},
+    [1, "a", None],
+    {"a": {"b": []}},
+    {"role": "tool", "id": 5},
+    {"function": 5},
+    ["x", {"name": 1}],
+    json.loads("[" * 150 + "]" * 150),
+    '{"nested": ' + "[" * 199 + "]" * 199 + "}",
+    "{not json",
 ]
 
 
@@ -68,8 +86,12 @@ def _openhands(root: Path) -> tuple[Path, Path]:
 
 
 SAMPLES: dict[str, Callable[[Path], tuple[Path, Path]]] = {
-    "tau2_results": _tau2, "tau_v1": _tau_v1, "chat_jsonl": _chat, "trajectories": _trajectories,
-    "mini_swe_agent": _mini_swe, "openhands": _openhands,
+    "tau2_results": _tau2,
+    "tau_v1": _tau_v1,
+    "chat_jsonl": _chat,
+    "trajectories": _trajectories,
+    "mini_swe_agent": _mini_swe,
+    "openhands": _openhands,
 }
 
 

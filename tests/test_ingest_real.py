@@ -12,7 +12,9 @@ from tracegym.analysis.ingest import IngestResult, SourceSummary, ingest_paths
 from tracegym.schema import from_dataset, read_jsonl, to_dataset, write_jsonl
 
 DATA = Path(os.environ.get("TRACEGYM_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
-pytestmark = pytest.mark.skipif(not (DATA / "tau2" / "INDEX.json").is_file(), reason=f"real runs not found at {DATA} (set TRACEGYM_SHARED_DATA)")
+pytestmark = pytest.mark.skipif(
+    not (DATA / "tau2" / "INDEX.json").is_file(), reason=f"real runs not found at {DATA} (set TRACEGYM_SHARED_DATA)"
+)
 MISLABELLED = "gpt-4.1-mini-2025-04-14__llm_agent__50sims_1trial.json"
 
 
@@ -35,7 +37,11 @@ def test_every_tau2_run_file_ingests_with_index_counts(result: IngestResult) -> 
     assert len(index["runs"]) == len(files)
     for run in index["runs"]:
         source = _source(result, run["file"])
-        assert (source.runs, source.successes, source.failures) == (run["n_simulations"], run["n_success"], run["n_fail"]), run["file"]
+        assert (source.runs, source.successes, source.failures) == (
+            run["n_simulations"],
+            run["n_success"],
+            run["n_fail"],
+        ), run["file"]
 
 
 def test_swebench_runs_match_index(result: IngestResult) -> None:
@@ -62,12 +68,16 @@ def test_mislabelled_simulations_are_repaired_from_their_verdicts(result: Ingest
     trajectories = [t for t in result.trajectories if t.source.file.endswith(MISLABELLED)]
     assert len({t.task_id for t in trajectories}) == 50
     path = next(p for p in (DATA / "tau2" / "results").glob(f"*/{MISLABELLED}"))
-    gold = {str(task["id"]): task["evaluation_criteria"]["actions"] or [] for task in json.loads(path.read_text())["tasks"]}
+    gold = {
+        str(task["id"]): task["evaluation_criteria"]["actions"] or [] for task in json.loads(path.read_text())["tasks"]
+    }
     for trajectory in trajectories:
         # The gold actions attached are those of the repaired task, and agree with the recorded checks.
         assert trajectory.diagnostics["gold_actions"] == gold[trajectory.task_id], trajectory.id
         checks = trajectory.diagnostics["reward_info"]["action_checks"] or []
-        assert [c["action"]["action_id"] for c in checks] == [a["action_id"] for a in gold[trajectory.task_id]], trajectory.id
+        assert [c["action"]["action_id"] for c in checks] == [a["action_id"] for a in gold[trajectory.task_id]], (
+            trajectory.id
+        )
     first = next(t for t in trajectories if t.id.endswith("b2edae74-ba1e-49d6-a5e4-192fc17c0718"))
     assert first.task_id == "27"
     assert "ethan_martin_2396" in json.dumps(first.metadata["user_instructions"])
@@ -76,9 +86,15 @@ def test_mislabelled_simulations_are_repaired_from_their_verdicts(result: Ingest
 
 
 def test_contract_fields(result: IngestResult) -> None:
-    tau2 = next(t for t in result.trajectories if t.source.benchmark == "tau2-telecom" and any(m.role == "user" and m.tool_calls for m in t.messages))
+    tau2 = next(
+        t
+        for t in result.trajectories
+        if t.source.benchmark == "tau2-telecom" and any(m.role == "user" and m.tool_calls for m in t.messages)
+    )
     assert set(tau2.diagnostics) == {"reward_info", "gold_actions", "communicate_info", "nl_assertions"}
-    assert {"domain", "policy", "user_instructions", "task_description", "agent_llm", "user_llm", "timestamp"} <= set(tau2.metadata)
+    assert {"domain", "policy", "user_instructions", "task_description", "agent_llm", "user_llm", "timestamp"} <= set(
+        tau2.metadata
+    )
     tool = next(m for m in tau2.messages if m.role == "tool")
     assert tool.tool_call_id and any(c.id == tool.tool_call_id for m in tau2.messages for c in m.tool_calls)
     swe = {t.id.split("/")[0]: t for t in result.trajectories if t.task_id == "django__django-11265"}
@@ -87,9 +103,14 @@ def test_contract_fields(result: IngestResult) -> None:
     mini = next(t for t in swe.values() if t.source.format == "mini_swe_agent")
     assert mini.diagnostics["patch"].startswith("diff --git") and mini.diagnostics["exit_status"] == "Submitted"
     assert set(mini.diagnostics["tests_status"]) == {"FAIL_TO_PASS", "PASS_TO_PASS"}
-    unfinished = next(t for t in result.trajectories if t.task_id == "django__django-10097" and t.source.format == "openhands")
+    unfinished = next(
+        t for t in result.trajectories if t.task_id == "django__django-10097" and t.source.format == "openhands"
+    )
     assert unfinished.diagnostics["tests_status"] == {} and unfinished.diagnostics["patch_successfully_applied"] is None
-    assert "separability_matrix" in next(t for t in result.trajectories if t.task_id == "astropy__astropy-12907").metadata["problem_statement"]
+    assert (
+        "separability_matrix"
+        in next(t for t in result.trajectories if t.task_id == "astropy__astropy-12907").metadata["problem_statement"]
+    )
 
 
 def test_jsonl_round_trip_of_real_trajectories(result: IngestResult, tmp_path: Path) -> None:
@@ -100,7 +121,10 @@ def test_jsonl_round_trip_of_real_trajectories(result: IngestResult, tmp_path: P
 
 
 def test_dataset_round_trip_of_real_trajectories(result: IngestResult) -> None:
-    sample = [next(t for t in result.trajectories if t.source.format == fmt) for fmt in ("tau2_results", "mini_swe_agent", "openhands")]
+    sample = [
+        next(t for t in result.trajectories if t.source.format == fmt)
+        for fmt in ("tau2_results", "mini_swe_agent", "openhands")
+    ]
     sample += [t for t in result.trajectories if t.source.benchmark == "tau2-telecom"][:5]
     back = from_dataset(to_dataset(sample))
     assert [t.model_dump() for t in back] == [t.model_dump() for t in sample]

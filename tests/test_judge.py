@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from tracegym.analysis.catalogue import catalogue_for
+from tracegym.analysis.contrast import contrast
 from tracegym.analysis.diagnose import DiagnoseConfig, diagnose
 from tracegym.analysis.judge import JudgeConfig, LLMJudge
 from tracegym.analysis.llm_client import OpenAIChatClient
 from tracegym.analysis.proposer import propose
-from tracegym.analysis.contrast import contrast
-from tracegym.analysis.catalogue import catalogue_for
 from tracegym.analysis.selection import SelectionConfig
 from tracegym.cli import main
 from tracegym.schema import LabelValue, Message, Source, ToolCall, Trajectory, write_jsonl
@@ -46,8 +46,12 @@ class StandIn(BaseHTTPRequestHandler):
             self.seen[key] += 1
             attempt = self.seen[key]
         content = self.answer(body, transcript, attempt)
-        reply = {"id": "x", "object": "chat.completion", "model": body["model"],
-                 "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}]}
+        reply = {
+            "id": "x",
+            "object": "chat.completion",
+            "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+        }
         data = json.dumps(reply).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -62,26 +66,58 @@ class StandIn(BaseHTTPRequestHandler):
         if "MALFORMED_ONCE" in transcript and attempt == 1:
             return '```json\n{"verdicts": [ broken'
         if kind == "Proposal":
-            return json.dumps({"capabilities": [
-                {"name": "Tool-Calling Precision", "description": "calling tools right", "example_tasks": ["1"]},
-                {"name": "argument_exactness", "description": "Calling tools with exactly the right names, argument types, "
-                 "formats and identifiers, so that calls succeed the first time.", "example_tasks": ["2"]},
-                {"name": "error_recovery", "description": "Reacting to a tool error by fixing the request and retrying "
-                 "instead of giving up or repeating it.", "example_tasks": ["3"]}]})
+            return json.dumps(
+                {
+                    "capabilities": [
+                        {
+                            "name": "Tool-Calling Precision",
+                            "description": "calling tools right",
+                            "example_tasks": ["1"],
+                        },
+                        {
+                            "name": "argument_exactness",
+                            "description": "Calling tools with exactly the right names, argument types, "
+                            "formats and identifiers, so that calls succeed the first time.",
+                            "example_tasks": ["2"],
+                        },
+                        {
+                            "name": "error_recovery",
+                            "description": "Reacting to a tool error by fixing the request and retrying "
+                            "instead of giving up or repeating it.",
+                            "example_tasks": ["3"],
+                        },
+                    ]
+                }
+            )
         error_line = next((int(m) for m in re.findall(r"^\[(\d+)\] tool: ERROR", transcript, re.MULTILINE)), None)
         if kind == "SourceAnswer":
-            return json.dumps({"source": "user_simulator" if "INVENTED" in transcript else "agent", "reason": "stand-in",
-                               "message_index": 0, "quote": "please check flight"})
+            return json.dumps(
+                {
+                    "source": "user_simulator" if "INVENTED" in transcript else "agent",
+                    "reason": "stand-in",
+                    "message_index": 0,
+                    "quote": "please check flight",
+                }
+            )
         names = re.findall(r"^- (\w+): ", body["messages"][0]["content"].split("Capabilities:")[1], re.MULTILINE)
         run = body["seed"] // 1000
         verdicts = []
         for name in names:
-            lacking = name == "tool_calling_precision" and (error_line is not None or ("FLAKY" in transcript and run == 2))
+            lacking = name == "tool_calling_precision" and (
+                error_line is not None or ("FLAKY" in transcript and run == 2)
+            )
             index = error_line if lacking and error_line is not None else (1 if lacking else None)
             quote = ("ERROR no such flight" if error_line is not None else "CALL get_flight_status") if lacking else ""
             if "MISQUOTE" in transcript and lacking:
                 quote = "ERROR no such train"  # not in the cited message: the answer must be refused
-            verdicts.append({"capability": name, "value": "LACKING" if lacking else "PRESENT", "message_index": index, "quote": quote})
+            verdicts.append(
+                {
+                    "capability": name,
+                    "value": "LACKING" if lacking else "PRESENT",
+                    "message_index": index,
+                    "quote": quote,
+                }
+            )
         return json.dumps({"verdicts": verdicts})
 
 
@@ -97,20 +133,35 @@ def server():
 
 
 def trajectory(task: int, agent: str, success: bool, note: str = "") -> Trajectory:
-    messages = [Message(role="user", content=f"please check flight HAT{task} {note}"),
-                Message(role="assistant", tool_calls=[ToolCall(id="c1", name="get_flight_status", arguments={"flight": f"HAT{task}"})]),
-                Message(role="tool", tool_call_id="c1", content="ok" if success else "no such flight", error=not success),
-                Message(role="assistant", content="done")]
-    return Trajectory(id=f"{agent}/{task}", task_id=str(task), source=Source(benchmark="tau2-test", format="tau2_results",
-                      file="x", agent=agent), messages=messages, reward=float(success), success=success,
-                      termination_reason="user_stop", diagnostics={"gold_actions": []}, metadata={"domain": "test"})
+    messages = [
+        Message(role="user", content=f"please check flight HAT{task} {note}"),
+        Message(
+            role="assistant",
+            tool_calls=[ToolCall(id="c1", name="get_flight_status", arguments={"flight": f"HAT{task}"})],
+        ),
+        Message(role="tool", tool_call_id="c1", content="ok" if success else "no such flight", error=not success),
+        Message(role="assistant", content="done"),
+    ]
+    return Trajectory(
+        id=f"{agent}/{task}",
+        task_id=str(task),
+        source=Source(benchmark="tau2-test", format="tau2_results", file="x", agent=agent),
+        messages=messages,
+        reward=float(success),
+        success=success,
+        termination_reason="user_stop",
+        diagnostics={"gold_actions": []},
+        metadata={"domain": "test"},
+    )
 
 
 def dataset() -> list[Trajectory]:
     runs = []
     for task in range(6):
         runs.append(trajectory(task, "good", True, "FLAKY" if task < 3 else ""))
-        runs.append(trajectory(task, "bad", False, "MALFORMED_ONCE" if task == 1 else ("INVENTED" if task == 5 else "")))
+        runs.append(
+            trajectory(task, "bad", False, "MALFORMED_ONCE" if task == 1 else ("INVENTED" if task == 5 else ""))
+        )
     runs.append(trajectory(9, "bad", False, "ALWAYS_MALFORMED"))
     return runs
 
@@ -118,7 +169,9 @@ def dataset() -> list[Trajectory]:
 def test_judge_end_to_end_with_retries_votes_and_counted_malformed(server: str, tmp_path: Path) -> None:
     trajectories = dataset()
     judge = LLMJudge(OpenAIChatClient(server, "stand-in-judge"), JudgeConfig(runs=3, retries=2, workers=3))
-    diagnosis = diagnose(trajectories, [tmp_path], DiagnoseConfig(selection=SelectionConfig(k=2, n=3, bootstrap=200)), judge=judge)
+    diagnosis = diagnose(
+        trajectories, [tmp_path], DiagnoseConfig(selection=SelectionConfig(k=2, n=3, bootstrap=200)), judge=judge
+    )
     report = diagnosis.report
 
     labels = diagnosis.judge["labels"]
@@ -148,7 +201,10 @@ def test_judge_end_to_end_with_retries_votes_and_counted_malformed(server: str, 
     assert precision.runs_passed == 3
     # FLAKY successes are LACKING in run 2 only: ER+ is 3/6 there, 0 elsewhere; the vote keeps PRESENT.
     assert precision.er_plus == [0.0, 0.0, 0.5]
-    assert precision.explained_failures and precision.explained_failures[0]["evidence"][0]["quote"] == "ERROR no such flight"
+    assert (
+        precision.explained_failures
+        and precision.explained_failures[0]["evidence"][0]["quote"] == "ERROR no such flight"
+    )
     assert stats["policy_compliance"].selected is False
 
     # Attribution: the INVENTED failure is the user simulator's and is left out of the statistics.
@@ -162,14 +218,18 @@ def test_judge_end_to_end_with_retries_votes_and_counted_malformed(server: str, 
 
 def test_a_quote_not_in_the_cited_message_is_a_malformed_answer(server: str) -> None:
     judge = LLMJudge(OpenAIChatClient(server, "stand-in-judge"), JudgeConfig(runs=1, retries=1, workers=1))
-    result = judge.label([trajectory(3, "bad", False, "MISQUOTE"), trajectory(4, "bad", False)], catalogue_for({"tau2-test"}))
+    result = judge.label(
+        [trajectory(3, "bad", False, "MISQUOTE"), trajectory(4, "bad", False)], catalogue_for({"tau2-test"})
+    )
     assert result.malformed == 1 and result.retried == 1 and "does not occur in message 2" in result.errors[0]
     assert {l.trajectory_id for l in result.labels} == {"bad/4"}
     assert {e.quote for l in result.labels for e in l.evidence if e.quote} == {"ERROR no such flight"}
 
 
 def test_unreachable_judge_is_counted_not_raised(tmp_path: Path) -> None:
-    judge = LLMJudge(OpenAIChatClient("http://127.0.0.1:9/v1", "nobody", timeout=2), JudgeConfig(runs=2, retries=1, workers=2))
+    judge = LLMJudge(
+        OpenAIChatClient("http://127.0.0.1:9/v1", "nobody", timeout=2), JudgeConfig(runs=2, retries=1, workers=2)
+    )
     result = judge.label(dataset()[:2], catalogue_for({"tau2-airline"}))
     assert result.labels == [] and result.malformed == 4 and result.calls == 8
     assert "127.0.0.1:9" in result.errors[0]
@@ -178,18 +238,37 @@ def test_unreachable_judge_is_counted_not_raised(tmp_path: Path) -> None:
 def test_proposer_deduplicates_against_the_catalogue(server: str) -> None:
     trajectories = dataset()
     known = catalogue_for({"tau2-airline"})
-    proposed = propose(OpenAIChatClient(server, "stand-in-judge"), contrast(trajectories), {t.id: t for t in trajectories}, known)
+    proposed = propose(
+        OpenAIChatClient(server, "stand-in-judge"), contrast(trajectories), {t.id: t for t in trajectories}, known
+    )
     assert [c.name for c in proposed] == ["error_recovery"]
     assert proposed[0].origin == "proposed" and proposed[0].examples == ["3"]
-    system = next(r for r in StandIn.requests if r["response_format"]["json_schema"]["name"] == "Proposal")["messages"][0]["content"]
+    system = next(r for r in StandIn.requests if r["response_format"]["json_schema"]["name"] == "Proposal")["messages"][
+        0
+    ]["content"]
     assert "tool_calling_precision" in system
 
 
 def test_cli_with_judge_and_proposer_from_ingested_jsonl(server: str, tmp_path: Path, capsys) -> None:
     write_jsonl(dataset(), tmp_path / "trajectories.jsonl")
     out = tmp_path / "out"
-    code = main(["diagnose", str(tmp_path / "trajectories.jsonl"), "--out", str(out), "--judge-url", server,
-                 "--judge-model", "stand-in-judge", "--judge-runs", "8", "--propose", "--bootstrap", "100"])
+    code = main(
+        [
+            "diagnose",
+            str(tmp_path / "trajectories.jsonl"),
+            "--out",
+            str(out),
+            "--judge-url",
+            server,
+            "--judge-model",
+            "stand-in-judge",
+            "--judge-runs",
+            "8",
+            "--propose",
+            "--bootstrap",
+            "100",
+        ]
+    )
     assert code == 0
     report = json.loads((out / "capabilities.json").read_text())
     # K defaults to 80% of N rounded up: 6.4 -> 7 (K = N, rounding down or to the nearest give 8 or 6).
@@ -208,6 +287,8 @@ def test_local_backend_judge_counts_unusable_answers(tiny) -> None:
 
     model, tokenizer = tiny
     client = BackendChatClient(HFBackend(model, tokenizer), "tiny-random", max_new_tokens=8)
-    result = LLMJudge(client, JudgeConfig(runs=2, retries=1, workers=1)).label(dataset()[:2], catalogue_for({"tau2-test"}))
+    result = LLMJudge(client, JudgeConfig(runs=2, retries=1, workers=1)).label(
+        dataset()[:2], catalogue_for({"tau2-test"})
+    )
     assert result.labels == [] and result.malformed == 4 and result.calls == 8 and result.retried == 4
     assert result.model == "tiny-random"

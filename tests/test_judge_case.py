@@ -7,15 +7,29 @@ from pathlib import Path
 
 from tracegym.analysis.ingest import ingest_paths
 from tracegym.analysis.judge import judged_text
-from tracegym.analysis.judge_case import (MIN_MESSAGE_CHARS, TRANSCRIPT_CHARS, case_file, conventions, message_text,
-                                          render_transcript)
+from tracegym.analysis.judge_case import (
+    MIN_MESSAGE_CHARS,
+    TRANSCRIPT_CHARS,
+    case_file,
+    conventions,
+    message_text,
+    render_transcript,
+)
 from tracegym.schema import Message, Source, ToolCall, Trajectory
 
 
 def run(contents: list[str], **extra) -> Trajectory:
     messages = [Message(role="tool" if i % 2 else "assistant", content=text) for i, text in enumerate(contents)]
-    return Trajectory(id="r/1", task_id="1", source=Source(benchmark="tau2-airline", format="tau2_results", file="x"),
-                      messages=messages, reward=0.0, success=False, termination_reason="user_stop", **extra)
+    return Trajectory(
+        id="r/1",
+        task_id="1",
+        source=Source(benchmark="tau2-airline", format="tau2_results", file="x"),
+        messages=messages,
+        reward=0.0,
+        success=False,
+        termination_reason="user_stop",
+        **extra,
+    )
 
 
 def numbered(rendered: str) -> dict[int, str]:
@@ -49,12 +63,24 @@ def test_a_run_too_long_even_at_the_smallest_cut_leaves_out_middle_messages() ->
 
 
 def test_the_case_file_holds_what_a_careful_reader_reads() -> None:
-    trajectory = run(["hello"], metadata={"policy": "Basic economy flights cannot be modified.",
-                                          "user_instructions": {"reason_for_call": "change my flight"}},
-                     diagnostics={"gold_actions": [{"name": "cancel_reservation", "arguments": {"reservation_id": "ABC"}}],
-                                  "reward_info": {"action_checks": [{"action": {"name": "cancel_reservation",
-                                                                                "arguments": {"reservation_id": "ABC"}},
-                                                                     "action_match": False}]}})
+    trajectory = run(
+        ["hello"],
+        metadata={
+            "policy": "Basic economy flights cannot be modified.",
+            "user_instructions": {"reason_for_call": "change my flight"},
+        },
+        diagnostics={
+            "gold_actions": [{"name": "cancel_reservation", "arguments": {"reservation_id": "ABC"}}],
+            "reward_info": {
+                "action_checks": [
+                    {
+                        "action": {"name": "cancel_reservation", "arguments": {"reservation_id": "ABC"}},
+                        "action_match": False,
+                    }
+                ]
+            },
+        },
+    )
     case = case_file(trajectory)
     assert "Basic economy flights cannot be modified." in case and "change my flight" in case
     assert '- cancel_reservation({"reservation_id": "ABC"}), matched by the agent: False' in case
@@ -87,6 +113,10 @@ def test_every_real_run_reaches_the_judge_within_budget_with_its_policy_and_last
 
 
 def test_tool_calls_and_errors_are_part_of_a_message() -> None:
-    message = Message(role="assistant", content="Checking.", error=True,
-                      tool_calls=[ToolCall(id="c", name="get_user_details", arguments={"user_id": "u1"})])
+    message = Message(
+        role="assistant",
+        content="Checking.",
+        error=True,
+        tool_calls=[ToolCall(id="c", name="get_user_details", arguments={"user_id": "u1"})],
+    )
     assert message_text(message) == 'ERROR Checking. CALL get_user_details({"user_id": "u1"})'

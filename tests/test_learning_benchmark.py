@@ -10,7 +10,6 @@ import json
 import sys
 
 import pytest
-
 from benchmark_modules import BENCHMARKS, load_benchmark
 
 
@@ -18,7 +17,9 @@ def test_learning_benchmark_quick(tmp_path, capsys, monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     module = load_benchmark("learning")
     with pytest.raises(SystemExit):
-        module.main(["--quick", "--out", str(tmp_path), "--only", "grpo:1"])  # --quick trains one seed: there is no grpo:1
+        module.main(
+            ["--quick", "--out", str(tmp_path), "--only", "grpo:1"]
+        )  # --quick trains one seed: there is no grpo:1
     assert "no such run grpo:1" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         module.main(["--quick", "--out", str(tmp_path / "cold"), "--temperature", "-1"])
@@ -33,7 +34,10 @@ def test_learning_benchmark_quick(tmp_path, capsys, monkeypatch):
     result = json.loads((tmp_path / "result.json").read_text())
     assert [f["family"] for f in result["families"]] == ["precondition_verification", "error_recovery"]
     for family in result["families"]:
-        assert [(r["credit"], len(r["train_reward"]), r["rollouts"]) for r in family["runs"]] == [("trace", 2, 4), ("grpo", 2, 4)]
+        assert [(r["credit"], len(r["train_reward"]), r["rollouts"]) for r in family["runs"]] == [
+            ("trace", 2, 4),
+            ("grpo", 2, 4),
+        ]
         comparison = family["comparison"]
         assert set(comparison["after_minus_before"]) == {"trace", "grpo"}
         held_out = family["before"]["summary"]["greedy_reward"]["n"]
@@ -44,7 +48,10 @@ def test_learning_benchmark_quick(tmp_path, capsys, monkeypatch):
         assert not (folder / "trace_0" / "checkpoint" / "adapter" / "reference").exists()
     assert (tmp_path / "curves.png").stat().st_size > 0
     assert "trace - grpo" in capsys.readouterr().out
-    with pytest.raises(SystemExit, match="holds 3 seeds, 1 samples each at temperature 1.0, not the 3 seeds, 1 samples at temperature 0.5"):
+    with pytest.raises(
+        SystemExit,
+        match="holds 3 seeds, 1 samples each at temperature 1.0, not the 3 seeds, 1 samples at temperature 0.5",
+    ):
         module.main(["--quick", "--out", str(tmp_path), "--families", "error_recovery", "--temperature", "0.5"])
     with pytest.raises(SystemExit, match="holds 3 seeds, 1 samples each at temperature 1.0, not the 4 seeds"):
         module.main(["--quick", "--out", str(tmp_path), "--families", "error_recovery", "--heldout", "4"])
@@ -55,9 +62,25 @@ def test_learning_benchmark_quick(tmp_path, capsys, monkeypatch):
     (alone,) = json.loads((spread / "result.json").read_text())["families"]
     assert [r["after"] for r in alone["runs"]] == [r["after"] for r in result["families"][1]["runs"]]
 
-    sized = tmp_path / "sized"  # --warm-start reaches the run processes: they would refuse the folder's warm start otherwise
-    assert module.main(["--quick", "--out", str(sized), "--families", "error_recovery", "--jobs", "2",
-                        "--warm-start", "error_recovery=3x2"]) == 0
+    sized = (
+        tmp_path / "sized"
+    )  # --warm-start reaches the run processes: they would refuse the folder's warm start otherwise
+    assert (
+        module.main(
+            [
+                "--quick",
+                "--out",
+                str(sized),
+                "--families",
+                "error_recovery",
+                "--jobs",
+                "2",
+                "--warm-start",
+                "error_recovery=3x2",
+            ]
+        )
+        == 0
+    )
     config = json.loads((sized / "error_recovery" / "warm_start" / "warm_start.json").read_text())["config"]
     assert (config["dialogues"], config["steps"]) == (3, 2)
     with pytest.raises(SystemExit, match="holds a 3x2 warm start"):

@@ -32,17 +32,26 @@ def heavy_modules(*argv: str, plant: str = "") -> list[str]:
     done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     line = next(line for line in done.stderr.splitlines() if line.startswith(MARK))
-    return [name for name in line[len(MARK):].strip().split(",") if name]
+    return [name for name in line[len(MARK) :].strip().split(",") if name]
 
 
 def test_ingest_and_diagnose_import_no_training_library(tmp_path: Path) -> None:
     run = write_example_run(tmp_path / "run")
     assert heavy_modules("ingest", str(run), "--out", str(tmp_path / "ingested")) == []
-    assert heavy_modules("diagnose", str(tmp_path / "ingested" / "trajectories.jsonl"), "--out", str(tmp_path / "diagnosis")) == []
+    assert (
+        heavy_modules(
+            "diagnose", str(tmp_path / "ingested" / "trajectories.jsonl"), "--out", str(tmp_path / "diagnosis")
+        )
+        == []
+    )
     # The check itself: a module planted under a heavy name is reported.
-    assert heavy_modules("ingest", str(run), "--out", str(tmp_path / "again"), plant="sys.modules['peft'] = sys") == ["peft"]
+    assert heavy_modules("ingest", str(run), "--out", str(tmp_path / "again"), plant="sys.modules['peft'] = sys") == [
+        "peft"
+    ]
 
 
-@pytest.mark.parametrize("command", [("--help",), ("envs", "list"), ("train", "--help"), ("run", "--help"), ("synth", "--help")])
+@pytest.mark.parametrize(
+    "command", [("--help",), ("envs", "list"), ("train", "--help"), ("run", "--help"), ("synth", "--help")]
+)
 def test_help_and_envs_import_no_training_library(command) -> None:
     assert heavy_modules(*command) == []

@@ -14,7 +14,7 @@ from tracegym.adapters.lora import LORA_TARGETS
 from tracegym.errors import UserError
 from tracegym.models import tiny_model
 from tracegym.moe_router.lora_weights import read_adapter
-from tracegym.moe_router.mixture import GATHER_FROM_TOKENS, LayerState, RoutedLinear, Route, attach_mixture, set_compute
+from tracegym.moe_router.mixture import GATHER_FROM_TOKENS, LayerState, Route, RoutedLinear, attach_mixture, set_compute
 
 RANKS = (4, 8, 6)
 
@@ -96,7 +96,9 @@ def test_top_k_with_one_hot_weights_equals_top_1(mixture):
     assert (model(ids).logits - top1).abs().max() <= 1e-5
 
 
-@pytest.mark.parametrize("compute, tokens", [("stacked", 10), ("gather", 10), ("auto", 10), ("auto", GATHER_FROM_TOKENS + 6)])
+@pytest.mark.parametrize(
+    "compute, tokens", [("stacked", 10), ("gather", 10), ("auto", 10), ("auto", GATHER_FROM_TOKENS + 6)]
+)
 @torch.no_grad()
 def test_grouped_compute_equals_the_per_token_formula(compute, tokens):
     torch.manual_seed(0)
@@ -136,8 +138,16 @@ def test_generation_with_kv_cache_and_batching_equals_full_forward_passes(mixtur
     width = max(map(len, prompts))
     ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-    out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=6, min_new_tokens=6, do_sample=False,
-                         pad_token_id=0, return_dict_in_generate=True, output_logits=True)
+    out = model.generate(
+        input_ids=ids,
+        attention_mask=mask,
+        max_new_tokens=6,
+        min_new_tokens=6,
+        do_sample=False,
+        pad_token_id=0,
+        return_dict_in_generate=True,
+        output_logits=True,
+    )
     for row, prompt in enumerate(prompts):
         sequence = prompt + out.sequences[row, width:].tolist()
         full = model(torch.tensor([sequence])).logits[0]  # no cache, no padding, no batch

@@ -17,7 +17,13 @@ from tracegym.generation import HFBackend, SamplingConfig, render_chat
 from tracegym.models import tiny_model
 from tracegym.moe_router.config import RouterTrainingConfig
 from tracegym.moe_router.folder import (
-    GATES_FILE, MANIFEST_FILE, METRICS_FILE, load_mixture, load_policy, read_manifest, task_router_for,
+    GATES_FILE,
+    MANIFEST_FILE,
+    METRICS_FILE,
+    load_mixture,
+    load_policy,
+    read_manifest,
+    task_router_for,
 )
 from tracegym.moe_router.router_training import load_balance_loss, train_gates
 from tracegym.moe_router.task_router import UserTurnReader, enable_task_routing, label_token_ids, task_prompt
@@ -32,7 +38,9 @@ def test_gates_learn_separable_labels_and_the_balance_term_spreads_the_load():
     weight, bias, log = train_gates(features, labels, 3, RouterTrainingConfig(steps=150, learning_rate=0.05))
     assert log["train_accuracy"] > 0.95 and weight.shape == (2, 3, 8) and bias.shape == (2, 3)
     # uniform load scores 1; all tokens on one slot scores num_slots
-    assert load_balance_loss(torch.zeros(1, 4, 3).index_fill_(-1, torch.tensor([0]), 50.0)) == pytest.approx(3.0, abs=1e-4)
+    assert load_balance_loss(torch.zeros(1, 4, 3).index_fill_(-1, torch.tensor([0]), 50.0)) == pytest.approx(
+        3.0, abs=1e-4
+    )
     assert load_balance_loss(50 * torch.eye(3).repeat(1, 4, 1)) == pytest.approx(1.0, abs=1e-4)
     skewed = torch.cat([torch.zeros(500, dtype=torch.long), labels[:100]])
     shares = []
@@ -57,7 +65,10 @@ def test_route_writes_a_folder_with_hashes_gates_and_heldout_accuracy(routed_fol
     assert set(heldout["per_slot"]) == {"base", *FAMILIES} and len(heldout["per_layer"]) == 2
     assert 0.0 <= heldout["balanced_accuracy"] <= 1.0
     assert heldout["heldout_family"]["family"] not in FAMILIES
-    assert metrics["task_router"]["tasks"] > 0 and sum(metrics["task_router"]["chosen"].values()) == metrics["task_router"]["tasks"]
+    assert (
+        metrics["task_router"]["tasks"] > 0
+        and sum(metrics["task_router"]["chosen"].values()) == metrics["task_router"]["tasks"]
+    )
     model, _, router, _ = load_mixture(routed_folder)
     assert router.gate_weight.abs().sum() > 0  # trained gates came back
 
@@ -111,10 +122,20 @@ def test_user_turn_reader_finds_the_task_in_template_tokens():
     _, tokenizer = tiny_model()
     reader = UserTurnReader(tokenizer)
     task = "Move order #12 to Friday.\nThen confirm."
-    ids = render_chat(tokenizer, [Message(role="system", content="You are an agent."), Message(role="user", content=task),
-                                  Message(role="assistant", content="ok"), Message(role="user", content="later turn")])
+    ids = render_chat(
+        tokenizer,
+        [
+            Message(role="system", content="You are an agent."),
+            Message(role="user", content=task),
+            Message(role="assistant", content="ok"),
+            Message(role="user", content="later turn"),
+        ],
+    )
     assert reader.first_user_message(ids) == task
-    assert reader.first_user_message(render_chat(tokenizer, [Message(role="system", content="only a system turn")])) is None
+    assert (
+        reader.first_user_message(render_chat(tokenizer, [Message(role="system", content="only a system turn")]))
+        is None
+    )
     assert len(label_token_ids(tokenizer, 5)) == 5
     assert "E: none of these" in task_prompt([(f"cap{i}", "d") for i in range(4)], task)[1].content
 
@@ -131,7 +152,9 @@ def test_task_routing_routes_each_conversation_to_the_task_routers_choice(routed
             logits = model(torch.tensor([ids])).logits[0, -1, task_router.labels]
         label = int(logits.argmax())
         assert slot == (0 if label == len(FAMILIES) else label + 1)
-    prompts = [render_chat(tokenizer, [Message(role="system", content="s"), Message(role="user", content=t)]) for t in tasks]
+    prompts = [
+        render_chat(tokenizer, [Message(role="system", content="s"), Message(role="user", content=t)]) for t in tasks
+    ]
     width = max(map(len, prompts))
     ids = torch.tensor([[tokenizer.pad_token_id] * (width - len(p)) + p for p in prompts])
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
@@ -160,8 +183,20 @@ def test_route_command_reports_bad_inputs_in_one_line(tiny_adapters, tmp_path, c
     assert "taken: exists and is not empty (pass --overwrite" in capsys.readouterr().err
     assert main(["route", str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) == 1
     assert "missing: no such adapter folder" in capsys.readouterr().err
-    args = ["route", str(tiny_adapters[0]), "--out", str(tmp_path / "cut"), "--router-max-tokens", "64",
-            "--router-train-dialogues", "1", "--router-heldout-dialogues", "1", "--router-labels", "assistant"]
+    args = [
+        "route",
+        str(tiny_adapters[0]),
+        "--out",
+        str(tmp_path / "cut"),
+        "--router-max-tokens",
+        "64",
+        "--router-train-dialogues",
+        "1",
+        "--router-heldout-dialogues",
+        "1",
+        "--router-labels",
+        "assistant",
+    ]
     assert main(args) == 1
     assert "no training tokens for tool_calling_precision" in capsys.readouterr().err
 
@@ -182,7 +217,9 @@ def test_router_data_labels_whole_dialogues_or_assistant_turns():
     data = router_data(tokenizer, [spec], 2, 1, 256)
     uncovered = [f for f in families() if f != FAMILIES[0]]
     assert data.heldout_family == uncovered[-1] and data.base_families == uncovered[:-1]
-    assert {d.family for d in data.train} == {FAMILIES[0], *uncovered[:-1]} and all(len(d.input_ids) <= 256 for d in data.train)
+    assert {d.family for d in data.train} == {FAMILIES[0], *uncovered[:-1]} and all(
+        len(d.input_ids) <= 256 for d in data.train
+    )
     assert {d.slot for d in data.heldout if d.family == data.heldout_family} == {0}
 
 

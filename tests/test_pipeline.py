@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from tracegym.cli import main
 from tracegym.adapters.config import EvalConfig, TurnGRPOConfig, WarmStartConfig
 from tracegym.analysis.examples import write_example_run
+from tracegym.cli import main
 from tracegym.config import RolloutConfig
 from tracegym.eval.config import RunConfig
 from tracegym.eval.pipeline import format_summary, run_pipeline
@@ -36,7 +36,23 @@ def test_run_without_training_writes_every_stage_and_skips_them_on_rerun(tmp_pat
 def test_cli_refuses_a_run_directory_made_with_another_config(tmp_path, capsys):
     inputs = example_inputs(tmp_path)
     run_pipeline(tmp_path / "run", RunConfig(model="tiny", max_adapters=0, inputs=inputs))
-    assert main(["run", *inputs, "--out", str(tmp_path / "run"), "--model", "tiny", "--max-adapters", "0", "--grpo-seed", "1"]) == 1
+    assert (
+        main(
+            [
+                "run",
+                *inputs,
+                "--out",
+                str(tmp_path / "run"),
+                "--model",
+                "tiny",
+                "--max-adapters",
+                "0",
+                "--grpo-seed",
+                "1",
+            ]
+        )
+        == 1
+    )
     assert "another config" in capsys.readouterr().err
 
 
@@ -47,10 +63,16 @@ def test_cli_names_a_missing_input(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_tiny_end_to_end_trains_one_adapter_and_resumes_nothing(tmp_path):
-    config = RunConfig(model="tiny", max_adapters=1, warm_start=WarmStartConfig(enabled=True, dialogues=16, steps=1, batch_size=2),
-                       grpo=TurnGRPOConfig(steps=1, groups_per_step=1, group_size=2, micro_batch_size=1),
-                       eval=EvalConfig(seeds=2), calibration=CalibrationConfig(enabled=True, seeds=1, rollouts=2),
-                       rollout=RolloutConfig(max_new_tokens=16), inputs=example_inputs(tmp_path))
+    config = RunConfig(
+        model="tiny",
+        max_adapters=1,
+        warm_start=WarmStartConfig(enabled=True, dialogues=16, steps=1, batch_size=2),
+        grpo=TurnGRPOConfig(steps=1, groups_per_step=1, group_size=2, micro_batch_size=1),
+        eval=EvalConfig(seeds=2),
+        calibration=CalibrationConfig(enabled=True, seeds=1, rollouts=2),
+        rollout=RolloutConfig(max_new_tokens=16),
+        inputs=example_inputs(tmp_path),
+    )
     tmp_path = tmp_path / "run"
     summary = run_pipeline(tmp_path, config)
     trained = [row for row in summary["adapters"] if row["adapter"]]
@@ -67,11 +89,29 @@ def test_tiny_end_to_end_trains_one_adapter_and_resumes_nothing(tmp_path):
 
 def test_the_closing_table_gives_the_change_and_names_the_environment_and_its_curve():
     change = {"before": 0.469, "after": 0.875, "difference": {"mean": 0.406, "low": 0.25, "high": 0.5625}}
-    summary = {"run_dir": "r", "model": "m", "selected": [], "adapters": [
-        {"capability": "error_recovery", "family": "error_recovery", "adapter": "/r/adapters/error_recovery",
-         "knobs": {"n_packages": 1, "n_error_kinds": 1}, "calibrated": True, "heldout": {"sampled_reward": change}},
-        {"capability": "policy_compliance", "family": "precondition_verification", "adapter": None, "knobs": {}, "calibrated": False,
-         "heldout": {}}]}
+    summary = {
+        "run_dir": "r",
+        "model": "m",
+        "selected": [],
+        "adapters": [
+            {
+                "capability": "error_recovery",
+                "family": "error_recovery",
+                "adapter": "/r/adapters/error_recovery",
+                "knobs": {"n_packages": 1, "n_error_kinds": 1},
+                "calibrated": True,
+                "heldout": {"sampled_reward": change},
+            },
+            {
+                "capability": "policy_compliance",
+                "family": "precondition_verification",
+                "adapter": None,
+                "knobs": {},
+                "calibrated": False,
+                "heldout": {},
+            },
+        ],
+    }
     text = format_summary(summary)
     assert "0.469   0.875  +0.406 [+0.250, +0.562]" in text
     assert "error_recovery: trained on error_recovery at n_packages=1, n_error_kinds=1 (calibrated)" in text

@@ -7,7 +7,11 @@ import torch
 from peft import LoraConfig, get_peft_model
 
 from tracegym.adapters.reference_scoring import (
-    packed_inputs, reference_scores, score_packed, score_prefixes, score_shared_prompt,
+    packed_inputs,
+    reference_scores,
+    score_packed,
+    score_prefixes,
+    score_shared_prompt,
 )
 from tracegym.models import tiny_model
 from tracegym.rollout import Episode
@@ -31,7 +35,9 @@ def test_packed_equals_per_prefix(attn):
     # the scores differ between prefixes, so a mask leaking between copies would show
     assert packed.max() - packed.min() > 1e-3
     # a one-token gold answer needs no copies at all
-    assert torch.allclose(score_packed(model, ids, boundaries, GOLD[:1]), score_prefixes(model, ids, boundaries, GOLD[:1]), atol=1e-4)
+    assert torch.allclose(
+        score_packed(model, ids, boundaries, GOLD[:1]), score_prefixes(model, ids, boundaries, GOLD[:1]), atol=1e-4
+    )
 
 
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
@@ -39,8 +45,11 @@ def test_a_shared_prompt_encoded_once_scores_as_each_prefix_alone(attn):
     model, _ = tiny_model(seed=1)
     model.config._attn_implementation = attn
     prompt = _trajectory(20, seed=4)
-    items = [(prompt + _trajectory(70, seed=5), [20, 31, 55, 90], GOLD), (prompt + _trajectory(40, seed=6), [21, 60], GOLD),
-             (prompt + _trajectory(30, seed=7), [25, 50], GOLD[:1])]
+    items = [
+        (prompt + _trajectory(70, seed=5), [20, 31, 55, 90], GOLD),
+        (prompt + _trajectory(40, seed=6), [21, 60], GOLD),
+        (prompt + _trajectory(30, seed=7), [25, 50], GOLD[:1]),
+    ]
     shared = score_shared_prompt(model, prompt, items)
     for scores, (ids, boundaries, gold) in zip(shared, items):
         assert torch.allclose(scores, score_prefixes(model, ids, boundaries, gold), atol=1e-4), scores

@@ -19,8 +19,15 @@ from tracegym.config import RolloutConfig
 def _trainer(out) -> TurnGRPOTrainer:
     model, tokenizer = chatty_tiny_model()
     config = TurnGRPOConfig(
-        steps=4, save_every=2, groups_per_step=1, group_size=4,
-        learning_rate=1e-2, lora_rank=4, mini_batches=2, hint_fraction=0.25, credit=CreditConfig(credit="trace"),
+        steps=4,
+        save_every=2,
+        groups_per_step=1,
+        group_size=4,
+        learning_rate=1e-2,
+        lora_rank=4,
+        mini_batches=2,
+        hint_fraction=0.25,
+        credit=CreditConfig(credit="trace"),
     )
     rollout = RolloutConfig(max_new_tokens=10)
     return TurnGRPOTrainer(attach_lora(model, rank=4, seed=config.seed), tokenizer, ProseEnv, config, rollout, out)
@@ -65,7 +72,9 @@ def test_kill_and_resume_equals_uninterrupted_run(tmp_path, deterministic_kernel
     assert expected.keys() == actual.keys()
     for name in expected:
         assert torch.allclose(expected[name], actual[name], rtol=0, atol=1e-7), name
-    for a, b in zip(straight.optimizer.state_dict()["state"].values(), resumed.optimizer.state_dict()["state"].values()):
+    for a, b in zip(
+        straight.optimizer.state_dict()["state"].values(), resumed.optimizer.state_dict()["state"].values()
+    ):
         for key in ("exp_avg", "exp_avg_sq", "step"):
             assert torch.allclose(a[key], b[key], rtol=0, atol=1e-7), key
     assert _without_time(read_log(tmp_path / "resumed")) == _without_time(read_log(tmp_path / "straight"))

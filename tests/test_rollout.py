@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import pytest
 
@@ -35,7 +36,7 @@ class KeyChainEnv(Environment):
 
     def _generate(self, seed: int) -> tuple[str, ...]:
         rng = random.Random(seed)
-        keys = [f"k{rng.randrange(10 ** self.config.key_digits)}" for _ in range(self.config.hops)]
+        keys = [f"k{rng.randrange(10**self.config.key_digits)}" for _ in range(self.config.hops)]
         return (*keys, f"v{rng.randrange(1000)}")
 
     def _task(self) -> str:
@@ -76,10 +77,14 @@ class ScriptedBackend(GenerationBackend):
 
     def _turn_ids(self, text: str) -> list[int]:
         """The template's tokens of an assistant turn `text`, through its end-of-turn token."""
-        full = render_chat(self.tokenizer, [{"role": "system", "content": "s"}, {"role": "assistant", "content": text}], False)
+        full = render_chat(
+            self.tokenizer, [{"role": "system", "content": "s"}, {"role": "assistant", "content": text}], False
+        )
         return full[len(self.header) : len(full) - len(self.suffix)]
 
-    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingConfig, seeds: Sequence[int] | None = None) -> list[Completion]:
+    def generate(
+        self, prompts: Sequence[Sequence[int]], params: SamplingConfig, seeds: Sequence[int] | None = None
+    ) -> list[Completion]:
         out = []
         for prompt in prompts:
             text = self.tokenizer.decode(prompt)
@@ -114,7 +119,9 @@ def test_scripted_oracle_rollout_is_exact(tiny):
     scripts = {env.reset(s): env.oracle(s) for s in seeds}
     scripts_wrong = {task: script[:-1] + ["nope"] for task, script in scripts.items()}
     params = SamplingConfig(max_new_tokens=64)
-    good = run_episodes(ScriptedBackend(tokenizer, scripts), lambda: KeyChainEnv(hops=3), seeds, 2, params, hint_fraction=0.5)
+    good = run_episodes(
+        ScriptedBackend(tokenizer, scripts), lambda: KeyChainEnv(hops=3), seeds, 2, params, hint_fraction=0.5
+    )
     bad = run_episodes(ScriptedBackend(tokenizer, scripts_wrong), lambda: KeyChainEnv(hops=3), seeds, 1, params)
     assert [e.seed for e in good] == [1, 1, 2, 2, 3, 3]
     assert [e.hinted for e in good] == [True, False] * 3
@@ -122,13 +129,17 @@ def test_scripted_oracle_rollout_is_exact(tiny):
     for episode in good + bad:
         _check_invariants(episode)
         assert episode.num_actions == 3 and episode.info["finish"] == "answer"
-        assert episode.prompt_ids + episode.completion_ids == render_chat(tokenizer, episode.messages, add_generation_prompt=False)
+        assert episode.prompt_ids + episode.completion_ids == render_chat(
+            tokenizer, episode.messages, add_generation_prompt=False
+        )
         # S_k ends with the assistant header after the k-th tool response
         for boundary in episode.boundaries[1:]:
             context = tokenizer.decode(episode.prompt_ids + episode.completion_ids[:boundary])
             assert context.endswith("</tool_response><|im_end|>\n<|im_start|>assistant\n")
         assert [m.role for m in episode.messages] == ["system", "user"] + ["assistant", "user"] * 3 + ["assistant"]
-        assert sum(episode.loss_mask) == sum(len(ScriptedBackend(tokenizer, {})._turn_ids(m.content)) for m in episode.messages if m.role == "assistant")
+        assert sum(episode.loss_mask) == sum(
+            len(ScriptedBackend(tokenizer, {})._turn_ids(m.content)) for m in episode.messages if m.role == "assistant"
+        )
     hinted, plain = good[0], good[1]
     assert "Hint: Look up each key in turn." in hinted.messages[0].content
     assert hinted.train_prompt_ids == plain.prompt_ids == plain.train_prompt_ids != hinted.prompt_ids
@@ -139,11 +150,15 @@ def test_max_turns_ends_on_an_observation_with_header(tiny):
     _, tokenizer = tiny
     env = KeyChainEnv(hops=2)
     looping = {env.reset(0): [render_tool_call("lookup", {"key": "zz"})] * KeyChainEnv.max_turns}
-    (episode,) = run_episodes(ScriptedBackend(tokenizer, looping), lambda: KeyChainEnv(hops=2), [0], 1, SamplingConfig())
+    (episode,) = run_episodes(
+        ScriptedBackend(tokenizer, looping), lambda: KeyChainEnv(hops=2), [0], 1, SamplingConfig()
+    )
     _check_invariants(episode)
     assert episode.info["finish"] == "max_turns" and episode.info["errors"] == KeyChainEnv.max_turns
     assert episode.num_actions == KeyChainEnv.max_turns and episode.boundaries[-1] == len(episode.completion_ids)
-    assert episode.prompt_ids + episode.completion_ids == render_chat(tokenizer, episode.messages, add_generation_prompt=True)
+    assert episode.prompt_ids + episode.completion_ids == render_chat(
+        tokenizer, episode.messages, add_generation_prompt=True
+    )
 
 
 @pytest.mark.parametrize("stop", [(), ("e",)])
@@ -152,7 +167,9 @@ def test_tiny_model_rollouts_keep_the_accounting(tiny, stop):
     end-of-turn token and scored as final answers; template pieces stay exact."""
     model, tokenizer = tiny
     params = SamplingConfig(max_new_tokens=12, temperature=1.0, seed=5, stop=stop)
-    episodes = run_episodes(HFBackend(model, tokenizer), lambda: KeyChainEnv(hops=2), [4, 5], 3, params, hint_fraction=1 / 3)
+    episodes = run_episodes(
+        HFBackend(model, tokenizer), lambda: KeyChainEnv(hops=2), [4, 5], 3, params, hint_fraction=1 / 3
+    )
     assert len(episodes) == 6 and sum(e.hinted for e in episodes) == 2
     segments = ChatSegments(tokenizer)
     for episode in episodes:
@@ -180,7 +197,9 @@ def test_tiny_model_rollouts_keep_the_accounting(tiny, stop):
 def test_unset_turn_budget_is_fitted_to_the_oracle(tiny):
     model, tokenizer = tiny
     env = KeyChainEnv(hops=2)
-    longest = max(len(tokenizer(turn, add_special_tokens=False)["input_ids"]) for s in range(16) for turn in env.oracle(s))
+    longest = max(
+        len(tokenizer(turn, add_special_tokens=False)["input_ids"]) for s in range(16) for turn in env.oracle(s)
+    )
     budget = turn_token_budget(env, tokenizer)
     assert budget % 16 == 0 and 1.25 * longest <= budget < 1.25 * longest + 16
     # memoised per knobs, not per family: longer keys make longer tool-call turns and a larger budget
@@ -210,7 +229,9 @@ def test_embedded_model_rollouts_on_a_family():
 
     model, tokenizer = load_model()
     params = SamplingConfig(max_new_tokens=24, temperature=0.7, seed=3)
-    episodes = run_episodes(HFBackend(model, tokenizer), lambda: make_env("multi_step_task_completion"), [0, 1], 2, params, 0.5)
+    episodes = run_episodes(
+        HFBackend(model, tokenizer), lambda: make_env("multi_step_task_completion"), [0, 1], 2, params, 0.5
+    )
     for episode in episodes:
         _check_invariants(episode)
         ids = torch.tensor([episode.prompt_ids + episode.completion_ids])

@@ -92,7 +92,9 @@ def test_changed_input_content_reruns_every_stage_and_says_so(tmp_path, caplog):
     assert not RunDirectory(tmp_path / "run", {"model": "m"}, [data]).is_complete("trajectories"), "a file added"
 
 
-@pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"config": {}}', "\udcff".encode("utf-8", "surrogatepass").decode("latin-1")])
+@pytest.mark.parametrize(
+    "text", ["{not json", "[1, 2]", '{"config": {}}', "\udcff".encode("utf-8", "surrogatepass").decode("latin-1")]
+)
 def test_a_corrupted_manifest_is_a_one_line_error(tmp_path, text):
     (tmp_path / "run.json").write_text(text, encoding="latin-1")
     before = (tmp_path / "run.json").read_bytes()
@@ -109,9 +111,11 @@ def test_a_bad_model_is_a_one_line_error_that_leaves_no_debris(tmp_path, capsys,
     (tmp_path / "empty").mkdir()
     (tmp_path / "file").write_text("not a model")
     model = {"EMPTY": str(tmp_path / "empty"), "FILE": str(tmp_path / "file")}.get(model, model)
-    for command in (["train", "precondition_verification", "--out", str(tmp_path / "t")],
-                    ["run", "--out", str(tmp_path / "r")],
-                    ["eval", "base", "--family", "precondition_verification"]):
+    for command in (
+        ["train", "precondition_verification", "--out", str(tmp_path / "t")],
+        ["run", "--out", str(tmp_path / "r")],
+        ["eval", "base", "--family", "precondition_verification"],
+    ):
         assert main([*command, "--model", model]) == 1
         error = capsys.readouterr().err
         assert model in error and error.count("\n") == 1, error

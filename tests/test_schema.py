@@ -1,3 +1,5 @@
+import pytest
+
 from tracegym.schema import (
     Message,
     Source,
@@ -9,8 +11,6 @@ from tracegym.schema import (
     write_jsonl,
 )
 
-import pytest
-
 
 def _trajectory(index: int, diagnostics: dict) -> Trajectory:
     return Trajectory(
@@ -19,7 +19,10 @@ def _trajectory(index: int, diagnostics: dict) -> Trajectory:
         source=Source(benchmark="tau2-airline", format="tau2_results", file="x.json", agent="a", model="m"),
         messages=[
             Message(role="user", content="hi"),
-            Message(role="assistant", tool_calls=[ToolCall(id="c1", name="get_user", arguments={"id": index, "x": [1, {"y": None}]})]),
+            Message(
+                role="assistant",
+                tool_calls=[ToolCall(id="c1", name="get_user", arguments={"id": index, "x": [1, {"y": None}]})],
+            ),
             Message(role="tool", content='{"ok": true}', tool_call_id="c1", error=index % 2 == 0),
         ],
         reward=None if index == 2 else float(index % 2),

@@ -17,8 +17,10 @@ def labels_for(table: dict[str, LabelValue], run: int = 0, capability: str = "c"
 
 def test_formulas_on_a_hand_table() -> None:
     # failures f1..f4: L, L, P, NA; successes s1..s4: L, P, P, P
-    outcomes = {**{f"f{i}": Outcome(f"t{i}", False) for i in range(1, 5)},
-                **{f"s{i}": Outcome(f"t{i}", True) for i in range(1, 5)}}
+    outcomes = {
+        **{f"f{i}": Outcome(f"t{i}", False) for i in range(1, 5)},
+        **{f"s{i}": Outcome(f"t{i}", True) for i in range(1, 5)},
+    }
     table = {"f1": L, "f2": L, "f3": P, "f4": N, "s1": L, "s2": P, "s3": P, "s4": P}
     report = select([CAP], labels_for(table), outcomes, SelectionConfig(k=1, n=1, bootstrap=200))
     stats = report.capabilities[0]
@@ -56,7 +58,12 @@ def _runs(passing: int, total: int) -> list[Label]:
 
 @pytest.mark.parametrize(("passing", "selected"), [(8, True), (10, True), (7, False), (0, False)])
 def test_k_of_n_rule(passing: int, selected: bool) -> None:
-    outcomes = {"f1": Outcome("t1", False), "f2": Outcome("t2", False), "s1": Outcome("t1", True), "s2": Outcome("t2", True)}
+    outcomes = {
+        "f1": Outcome("t1", False),
+        "f2": Outcome("t2", False),
+        "s1": Outcome("t1", True),
+        "s2": Outcome("t2", True),
+    }
     report = select([CAP], _runs(passing, 10), outcomes, SelectionConfig(k=8, n=10, bootstrap=100))
     stats = report.capabilities[0]
     assert stats.runs_passed == passing
@@ -80,7 +87,12 @@ def test_thresholds_are_inclusive_and_both_needed() -> None:
 
 
 def test_majority_ties_lean_to_present() -> None:
-    labels = labels_for({"a": L}, run=0) + labels_for({"a": P}, run=1) + labels_for({"a": L}, run=2) + labels_for({"a": P}, run=3)
+    labels = (
+        labels_for({"a": L}, run=0)
+        + labels_for({"a": P}, run=1)
+        + labels_for({"a": L}, run=2)
+        + labels_for({"a": P}, run=3)
+    )
     assert majority(labels)[("a", "c")].value == P
     assert majority(labels[:3])[("a", "c")].value == L
 

@@ -46,8 +46,9 @@ def test_models_and_health(server, client):
 def test_streaming_gives_the_same_reply_as_a_plain_request(client, model):
     plain = client.chat.completions.create(model=model, messages=HELLO, temperature=0, max_tokens=6)
     assert plain.choices[0].message.role == "assistant" and plain.usage.completion_tokens >= 1
-    stream = client.chat.completions.create(model=model, messages=HELLO, temperature=0, max_tokens=6, stream=True,
-                                            stream_options={"include_usage": True})
+    stream = client.chat.completions.create(
+        model=model, messages=HELLO, temperature=0, max_tokens=6, stream=True, stream_options={"include_usage": True}
+    )
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     finish = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
@@ -67,13 +68,37 @@ def test_bad_requests_get_clear_4xx_answers_and_the_server_keeps_serving(server,
         (json.dumps({"model": "tg", "messages": HELLO, "n": 2}).encode(), 400, "n:"),
         (json.dumps({"model": "tg", "messages": HELLO, "temperature": -1}).encode(), 400, "temperature"),
         (json.dumps({"model": "tg", "messages": HELLO, "tool_choice": "required"}).encode(), 400, "tool_choice"),
-        (json.dumps({"model": "tg", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}).encode(),
-         400, "content"),
-        (json.dumps({"model": "tg", "messages": [{"role": "assistant", "tool_calls": [
-            {"id": "1", "type": "function", "function": {"name": "f", "arguments": "{oops"}}]}]}).encode(), 400, "not JSON"),
+        (
+            json.dumps(
+                {"model": "tg", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}
+            ).encode(),
+            400,
+            "content",
+        ),
+        (
+            json.dumps(
+                {
+                    "model": "tg",
+                    "messages": [
+                        {
+                            "role": "assistant",
+                            "tool_calls": [
+                                {"id": "1", "type": "function", "function": {"name": "f", "arguments": "{oops"}}
+                            ],
+                        }
+                    ],
+                }
+            ).encode(),
+            400,
+            "not JSON",
+        ),
         (json.dumps({"model": "gpt-9", "messages": HELLO}).encode(), 404, "model 'gpt-9' not found"),
         (json.dumps({"model": "tg", "messages": HELLO, "max_tokens": 5000}).encode(), 400, "context too long"),
-        (json.dumps({"model": "tg", "messages": [{"role": "user", "content": "word " * 1100}]}).encode(), 400, "context too long"),
+        (
+            json.dumps({"model": "tg", "messages": [{"role": "user", "content": "word " * 1100}]}).encode(),
+            400,
+            "context too long",
+        ),
         (b"{" + b" " * 4_100_000 + b"}", 413, "request body over"),
     ]
     for body, status, message in cases:
@@ -83,11 +108,15 @@ def test_bad_requests_get_clear_4xx_answers_and_the_server_keeps_serving(server,
         assert message in error["message"] and error["type"] == "invalid_request_error"
     with pytest.raises(openai.NotFoundError):
         client.chat.completions.create(model="nope", messages=HELLO)
-    assert client.chat.completions.create(model="tg", messages=HELLO, max_tokens=3).choices[0].message.role == "assistant"
+    assert (
+        client.chat.completions.create(model="tg", messages=HELLO, max_tokens=3).choices[0].message.role == "assistant"
+    )
 
 
 def test_32_concurrent_clients_get_valid_answers_or_clean_refusals(routed_folder):
-    app, engine = create_app(str(routed_folder), ServeConfig(model_name="tg", max_tokens=12, max_queue=6, max_context=1024))
+    app, engine = create_app(
+        str(routed_folder), ServeConfig(model_name="tg", max_tokens=12, max_queue=6, max_context=1024)
+    )
     bodies = [
         json.dumps({"model": "tg", "messages": HELLO, "temperature": 0}).encode(),
         json.dumps({"model": "tg:task", "messages": HELLO, "temperature": 0.7, "max_tokens": 4}).encode(),
@@ -150,10 +179,13 @@ def _check(response: httpx.Response, body: bytes) -> str | None:
 
 def test_tools_render_an_environments_own_system_prompt():
     env = make_env("tool_calling_precision")
-    request = ChatRequest.model_validate({
-        "model": "m", "messages": [{"role": "system", "content": env.instructions}, {"role": "user", "content": "task"}],
-        "tools": [{"type": "function", "function": tool} for tool in env.tools],
-    })
+    request = ChatRequest.model_validate(
+        {
+            "model": "m",
+            "messages": [{"role": "system", "content": env.instructions}, {"role": "user", "content": "task"}],
+            "tools": [{"type": "function", "function": tool} for tool in env.tools],
+        }
+    )
     messages = to_messages(request)
     assert messages[0].content == env.system_prompt and messages[1].content == "task"
     no_tools = to_messages(request.model_copy(update={"tool_choice": "none"}))
@@ -167,7 +199,10 @@ def test_replies_become_openai_tool_calls_and_stream_the_same_way():
     assert has_calls and message["content"] == "Let me look."
     assert json.loads(message["tool_calls"][0]["function"]["arguments"]) == {"size": 4, "day": "Monday"}
     assert message["tool_calls"][0]["function"]["name"] == "find_room"
-    assert reply_message('<tool_call>{"name": broken</tool_call>') == ({"role": "assistant", "content": '<tool_call>{"name": broken</tool_call>'}, False)
+    assert reply_message('<tool_call>{"name": broken</tool_call>') == (
+        {"role": "assistant", "content": '<tool_call>{"name": broken</tool_call>'},
+        False,
+    )
     for reply in (text, "Plain answer, no call.", call):
         writer, chunks = StreamWriter("m"), []
         for end in range(1, len(reply) + 1):  # one character at a time
@@ -192,5 +227,7 @@ def test_stop_strings_end_the_reply_and_are_left_out(client):
     assert stop.strip() and text.index(stop) > 0
     cut = client.chat.completions.create(model=model, messages=HELLO, temperature=0, max_tokens=8, stop=[stop])
     assert cut.choices[0].message.content == text[: text.index(stop)] and cut.choices[0].finish_reason == "stop"
-    stream = client.chat.completions.create(model=model, messages=HELLO, temperature=0, max_tokens=8, stop=stop, stream=True)
+    stream = client.chat.completions.create(
+        model=model, messages=HELLO, temperature=0, max_tokens=8, stop=stop, stream=True
+    )
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == text[: text.index(stop)]

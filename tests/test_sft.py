@@ -57,7 +57,9 @@ def test_warm_start_for_calibration_covers_every_rung():
     spec = EnvSpec(capability="tool_calling_precision", family="tool_calling_precision", knobs={"n_attendees": 3})
     factories = ladder_factories(spec)
     ladder = get_family("tool_calling_precision").ladder
-    assert [f().knobs() for f in factories] == [{**get_family("tool_calling_precision").Config().__dict__, **rung} for rung in ladder]
+    assert [f().knobs() for f in factories] == [
+        {**get_family("tool_calling_precision").Config().__dict__, **rung} for rung in ladder
+    ]
     rows = oracle_dataset(factories, range(len(ladder)), tokenizer)
     attendees = [tokenizer.decode(row["input_ids"]).count('"find_employee", "arguments"') for row in rows]
     assert attendees[0] == 1 and attendees[-1] == ladder[-1]["n_attendees"]  # one rung per dialogue, in order
@@ -74,7 +76,9 @@ def test_a_detached_prompt_keeps_the_loss_and_still_learns(tmp_path):
     runs = {}
     for detach in (False, True):
         model, tokenizer = tiny_model()
-        config = WarmStartConfig(dialogues=4, steps=4, batch_size=2, learning_rate=1e-2, lora_rank=4, detach_prompt=detach)
+        config = WarmStartConfig(
+            dialogues=4, steps=4, batch_size=2, learning_rate=1e-2, lora_rank=4, detach_prompt=detach
+        )
         _, runs[detach] = warm_start(model, tokenizer, factories, range(4), config, tmp_path / f"sft-{detach}")
     assert len({len(ids) for ids in oracle_dataset(factories, range(4), tokenizer)["input_ids"]}) > 1  # padded batches
     assert abs(runs[True]["first_loss"] - runs[False]["first_loss"]) < 1e-4

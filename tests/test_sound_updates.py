@@ -23,9 +23,13 @@ def _trainer(tmp_path, env=ProseEnv, model=None, credit="trace", max_new_tokens=
         model = attach_lora(base, rank=4)
     else:
         _, tokenizer = chatty_tiny_model()
-    settings: dict[str, Any] = dict(steps=1, groups_per_step=1, group_size=4, learning_rate=1e-2, lora_rank=4, save_every=1)
+    settings: dict[str, Any] = dict(
+        steps=1, groups_per_step=1, group_size=4, learning_rate=1e-2, lora_rank=4, save_every=1
+    )
     config = TurnGRPOConfig(**{**settings, **overrides}, credit=CreditConfig(credit=credit))
-    return TurnGRPOTrainer(model, tokenizer, env, config, RolloutConfig(max_new_tokens=max_new_tokens), tmp_path, train_seeds=(0, 100))
+    return TurnGRPOTrainer(
+        model, tokenizer, env, config, RolloutConfig(max_new_tokens=max_new_tokens), tmp_path, train_seeds=(0, 100)
+    )
 
 
 def test_clip_fraction_counts_only_tokens_where_the_clip_binds():
@@ -154,5 +158,7 @@ def test_a_run_with_a_reference_resumes_from_its_checkpoint(tmp_path):
     first.train(progress=False)
     trained = {n: p.detach().clone() for n, p in first.policy.named_parameters() if p.requires_grad}
     resumed = trainer()
-    assert resumed.resume() and resumed.step == 1, "the checkpoint holds the policy adapter; the reference comes from its folder"
+    assert resumed.resume() and resumed.step == 1, (
+        "the checkpoint holds the policy adapter; the reference comes from its folder"
+    )
     assert all(torch.equal(trained[n], p) for n, p in resumed.policy.named_parameters() if n in trained)

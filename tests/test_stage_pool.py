@@ -63,16 +63,23 @@ def test_a_stage_is_marked_running_when_a_worker_takes_it(tmp_path):
 
 def test_arms_played_at_once_equal_the_arms_played_one_after_the_other(tmp_path, tiny_adapters):  # noqa: F811
     target = TargetConfig(train_tasks=1, heldout_tasks=3, max_turns=16, turn_slack=0, prompt="compact")
-    arms = [Arm("base", "model", "tiny", "", "tiny", 0, 0, 0.0),
-            Arm("adapter", "peft", str(tiny_adapters[0]), "", "tiny", 2, 0, 0.0)]
+    arms = [
+        Arm("base", "model", "tiny", "", "tiny", 0, 0, 0.0),
+        Arm("adapter", "peft", str(tiny_adapters[0]), "", "tiny", 2, 0, 0.0),
+    ]
     evaluate = functools.partial(evaluate_arm, progress=False)
     played = {}
     for workers in (1, 2):
         run = RunDirectory(tmp_path / f"workers{workers}", {"config": 1})
         run_stages(run, {f"eval/{arm.name}": (evaluate, (arm, target, 8)) for arm in arms}, workers)
         assert all(run.is_complete(f"eval/{arm.name}") for arm in arms)
-        played[workers] = [((run.root / "eval" / arm.name / EPISODES_FILE).read_text(),
-                            json.loads((run.root / "eval" / arm.name / METRICS_FILE).read_text())["per_seed"]) for arm in arms]
+        played[workers] = [
+            (
+                (run.root / "eval" / arm.name / EPISODES_FILE).read_text(),
+                json.loads((run.root / "eval" / arm.name / METRICS_FILE).read_text())["per_seed"],
+            )
+            for arm in arms
+        ]
     assert played[1] == played[2]
 
 
@@ -84,10 +91,14 @@ def _sleep(pid_file: str, folder: Path) -> list[Path]:
 
 def test_a_killed_run_leaves_no_worker_behind(tmp_path):
     pid_file = tmp_path / "worker.pid"
-    script = (f"from pathlib import Path; from tracegym.eval.rundir import RunDirectory; from tracegym.eval.stage_pool import run_stages; "
-              f"import test_stage_pool as t; run_stages(RunDirectory(Path({str(tmp_path / 'run')!r}), {{}}), "
-              f"{{'a': (t._sleep, ({str(pid_file)!r},)), 'b': (t._sleep, ({str(tmp_path / 'other.pid')!r},))}}, 2)")
-    run = subprocess.Popen([sys.executable, "-c", script], cwd=Path(__file__).parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    script = (
+        f"from pathlib import Path; from tracegym.eval.rundir import RunDirectory; from tracegym.eval.stage_pool import run_stages; "
+        f"import test_stage_pool as t; run_stages(RunDirectory(Path({str(tmp_path / 'run')!r}), {{}}), "
+        f"{{'a': (t._sleep, ({str(pid_file)!r},)), 'b': (t._sleep, ({str(tmp_path / 'other.pid')!r},))}}, 2)"
+    )
+    run = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=Path(__file__).parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.monotonic() + 120
     while not pid_file.is_file() or not pid_file.read_text():
         assert run.poll() is None and time.monotonic() < deadline

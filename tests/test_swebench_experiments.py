@@ -29,7 +29,9 @@ def test_the_layout_ingests_with_verdicts_patches_and_both_trajectory_kinds() ->
     assert "```bash\nedit 1:1" in two.messages[2].content and two.messages[3].role == "user"
     assert len(result.skipped) == 3 and all(any(s in f"{r.path}: {r.reason}" for r in result.skipped) for s in SKIPPED)
     (flag,) = result.inconsistencies
-    assert "report.json says resolved=True for pkg__pkg-2, results.json says False" in flag.message and not flag.repaired
+    assert (
+        "report.json says resolved=True for pkg__pkg-2, results.json says False" in flag.message and not flag.repaired
+    )
     with pytest.raises(IngestError):
         ingest_paths([SUBMISSION])
 
@@ -38,7 +40,10 @@ def test_the_layout_is_diagnosed_with_evidence_and_keep_going_lists_every_skip(t
     verdicts = {t.task_id: detect(t) for t in ingest_paths([SUBMISSION], keep_going=True).trajectories}
     careful, hasty = verdicts["pkg__pkg-1"], verdicts["pkg__pkg-2"]
     assert {k: v.value for k, v in careful.items()} == {k: LabelValue.PRESENT for k in careful}
-    assert hasty["issue_reproduction"].value == LabelValue.LACKING and hasty["test_verification"].value == LabelValue.LACKING
+    assert (
+        hasty["issue_reproduction"].value == LabelValue.LACKING
+        and hasty["test_verification"].value == LabelValue.LACKING
+    )
     assert "scratch files left in the patch: reproduce.py" in hasty["edit_scope"].evidence[0].quote
     assert "none named like the failing tests" in hasty["fault_localisation"].evidence[0].quote
     out = tmp_path / "diag"
@@ -51,4 +56,9 @@ def test_the_layout_is_diagnosed_with_evidence_and_keep_going_lists_every_skip(t
     assert "Skipped records (3)" in markdown and all(s in markdown for s in SKIPPED)
     report = json.loads((out / "capabilities.json").read_text())
     assert {c["capability"]["name"] for c in report["capabilities"]} == {
-        "patch_production", "fault_localisation", "issue_reproduction", "test_verification", "edit_scope"}
+        "patch_production",
+        "fault_localisation",
+        "issue_reproduction",
+        "test_verification",
+        "edit_scope",
+    }

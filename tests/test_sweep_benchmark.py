@@ -7,7 +7,6 @@ import json
 import sys
 
 import pytest
-
 from benchmark_modules import BENCHMARKS, load_benchmark
 
 

@@ -10,8 +10,8 @@ import socket
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import pytest
 
@@ -19,7 +19,16 @@ from tracegym import environment
 from tracegym.analysis.catalogue import CATALOGUE
 from tracegym.config import add_config_arguments, resolve_config
 from tracegym.errors import UserError
-from tracegym.eval.target import KINDS, SPLITS, TargetConfig, TargetEnvironment, list_tasks, make_target, play_oracle, split_seeds
+from tracegym.eval.target import (
+    KINDS,
+    SPLITS,
+    TargetConfig,
+    TargetEnvironment,
+    list_tasks,
+    make_target,
+    play_oracle,
+    split_seeds,
+)
 from tracegym.eval.target.database import GUESTS, database, generate, pool_of
 from tracegym.eval.target.grading import communicated, numbers_in
 from tracegym.eval.target.runs import play_turns
@@ -40,8 +49,11 @@ def env() -> TargetEnvironment:
 
 def first_of(kind: str, variant: str | None = None) -> int:
     """The first train seed of a kind (and variant)."""
-    return next(t.seed for t in list_tasks(TargetConfig(), "train")
-                if t.kind == kind and (variant is None or t.notes.get("variant") == variant))
+    return next(
+        t.seed
+        for t in list_tasks(TargetConfig(), "train")
+        if t.kind == kind and (variant is None or t.notes.get("variant") == variant)
+    )
 
 
 # -- config, database, splits -------------------------------------------------------------------
@@ -51,9 +63,18 @@ def test_config_flags_follow_the_convention() -> None:
     parser = argparse.ArgumentParser()
     add_config_arguments(parser, TargetConfig)
     flags = {action.option_strings[0] for action in parser._actions if action.option_strings}
-    assert {"--target-domain-seed", "--target-train-tasks", "--target-heldout-tasks", "--target-max-turns",
-            "--target-user", "--target-user-url", "--target-user-model"} <= flags
-    config = resolve_config(TargetConfig, parser.parse_args(["--target-train-tasks", "14", "--target-user", "scripted"]))
+    assert {
+        "--target-domain-seed",
+        "--target-train-tasks",
+        "--target-heldout-tasks",
+        "--target-max-turns",
+        "--target-user",
+        "--target-user-url",
+        "--target-user-model",
+    } <= flags
+    config = resolve_config(
+        TargetConfig, parser.parse_args(["--target-train-tasks", "14", "--target-user", "scripted"])
+    )
     assert config.train_tasks == 14 and config.heldout_tasks == 42
     with pytest.raises(UserError, match="user_url"):
         resolve_config(TargetConfig, parser.parse_args(["--target-user", "model"]))
@@ -86,9 +107,17 @@ def test_splits_are_disjoint_balanced_and_drawn_from_their_own_guests() -> None:
         assert {t.guest_id for t in tasks} <= set(db.pool(split))
     assert len({(t.kind, t.request) for t in train}) == 70, "no request repeats within a split"
     known = {c.name for c in CATALOGUE}
-    assert {c for t in train for c in t.capabilities} == {"precondition_verification", "tool_calling_precision",
-                                                        "structured_data_reasoning", "multi_step_task_completion",
-                                                        "policy_compliance"} <= known
+    assert (
+        {c for t in train for c in t.capabilities}
+        == {
+            "precondition_verification",
+            "tool_calling_precision",
+            "structured_data_reasoning",
+            "multi_step_task_completion",
+            "policy_compliance",
+        }
+        <= known
+    )
     forbidden = [t for t in train if not any(a.name in WRITES for a in t.actions) and t.kind != "billing_dispute"]
     assert len(forbidden) >= 15, "requests the policy forbids (or the guest declines) have no gold write"
     assert split_seeds(TargetConfig(train_tasks=3, heldout_tasks=2), "heldout") == [1_000_000, 1_000_001]
@@ -119,7 +148,9 @@ def test_oracle_earns_one_and_every_wrong_trajectory_less_on_every_task(domain_s
 GENERIC_DEGENERATE = {
     "transfer at once": lambda env, seed, seeds: [TRANSFER],
     "refuse citing policy": lambda env, seed, seeds: ["I'm sorry, I cannot do that: it is against our policy."] * 3,
-    "refuse citing every rule": lambda env, seed, seeds: ["I cannot do that (rules C1, C2, C3, C4, C5, C6, C7, C8)."] * 3,
+    "refuse citing every rule": lambda env, seed, seeds: (
+        ["I cannot do that (rules C1, C2, C3, C4, C5, C6, C7, C8)."] * 3
+    ),
     "claim it is done": lambda env, seed, seeds: ["Done! Anything else?"] * 3,
     "another task's oracle": lambda env, seed, seeds: env.oracle(seeds[(seeds.index(seed) + 1) % len(seeds)]),
     "oracle without its last turn": lambda env, seed, seeds: env.oracle(seed)[:-1],
@@ -141,7 +172,12 @@ def test_wrong_trajectories_fail_the_check_they_target(env: TargetEnvironment) -
     assert breakdown(ok, 0) == {"DB": 1.0, "ACTION": 0.0, "COMMUNICATE": 1.0, "NL_ASSERTION": 1.0}  # skipped the check
     assert breakdown(ok, 1) == {"DB": 1.0, "ACTION": 1.0, "COMMUNICATE": 1.0, "NL_ASSERTION": 0.0}  # no confirmation
     assert breakdown(ok, 4)["COMMUNICATE"] == 0.0  # wrong refund amount
-    assert breakdown(ok, 5) == {"DB": 0.0, "ACTION": 0.0, "COMMUNICATE": 1.0, "NL_ASSERTION": 1.0}  # cancelled the wrong one
+    assert breakdown(ok, 5) == {
+        "DB": 0.0,
+        "ACTION": 0.0,
+        "COMMUNICATE": 1.0,
+        "NL_ASSERTION": 1.0,
+    }  # cancelled the wrong one
     forbidden = first_of("cancel_reservation", "C2")
     assert breakdown(forbidden, 0)["DB"] == 0.0  # granted a forbidden request
     assert breakdown(forbidden, 2) == {"DB": 1.0, "ACTION": 1.0, "COMMUNICATE": 0.0, "NL_ASSERTION": 1.0}  # wrong rule
@@ -174,13 +210,22 @@ def test_gold_actions_compare_the_arguments_they_name() -> None:
     assert not gold.matches(ToolCall(name="get_reservation_details", arguments={"reservation_id": "K7Q2XP"}))
     transfer = GoldAction("transfer_to_human_agents", {"summary": "a dispute"}, compare_args=())
     assert transfer.matches(ToolCall(name="transfer_to_human_agents", arguments={"summary": "anything"}))
-    assert transfer.tau2("t_0") == {"action_id": "t_0", "requestor": "assistant", "name": "transfer_to_human_agents",
-                                    "arguments": {"summary": "a dispute"}, "info": None, "compare_args": []}
+    assert transfer.tau2("t_0") == {
+        "action_id": "t_0",
+        "requestor": "assistant",
+        "name": "transfer_to_human_agents",
+        "arguments": {"summary": "a dispute"},
+        "info": None,
+        "compare_args": [],
+    }
 
 
 def test_communicate_matching_reads_amounts_and_words() -> None:
     assert numbers_in("Refund $1,234.50 for K7Q2XP on 2025-07-14, 3 nights.") == [1234.5, 3.0]
-    assert communicated("1234.50", ["nothing", "you get $1,234.50 back"]) == (True, "1234.50 is stated in the agent's message 1 to the guest")
+    assert communicated("1234.50", ["nothing", "you get $1,234.50 back"]) == (
+        True,
+        "1234.50 is stated in the agent's message 1 to the guest",
+    )
     assert not communicated("14.00", ["moved to 2025-07-14"])[0]
     assert communicated("C2", ["I cannot (rule c2)."])[0] and not communicated("C2", ["see rule C21"])[0]
     assert communicated("transferred to a human agent", ["YOU ARE BEING TRANSFERRED TO A HUMAN AGENT."])[0]
@@ -328,7 +373,9 @@ def test_rollouts_drive_the_target_environment(tiny) -> None:
     env = make_target()
     seeds = [first_of("cancel_reservation", "ok"), first_of("change_room", "decline"), first_of("policy_exception")]
     scripts = {env.task(seed).request: env.oracle(seed) for seed in seeds}
-    episodes = run_episodes(ScriptedBackend(tiny[1], scripts), make_target, seeds, 1, SamplingConfig(max_new_tokens=None))
+    episodes = run_episodes(
+        ScriptedBackend(tiny[1], scripts), make_target, seeds, 1, SamplingConfig(max_new_tokens=None)
+    )
     assert [(e.reward, e.info["finish"]) for e in episodes] == [(1.0, "answer")] * 3
     assert [m.content for m in episodes[1].messages if m.role == "user"][-1] == "No, please leave it as it is."
     assert episodes[2].messages[-2].content == env.task(seeds[2]).pushback
@@ -347,8 +394,14 @@ def test_tools_check_data_integrity_not_policy() -> None:
     guest = next(g for g in db.guests.values() if any(m["type"] == "gift_card" for m in g["payment_methods"]))
     gift = next(m for m in guest["payment_methods"] if m["type"] == "gift_card")
     hotel = next(iter(db.hotels.values()))
-    booking = {"guest_id": guest["guest_id"], "hotel_id": hotel["hotel_id"], "room_type": "suite", "check_in": "2025-08-01",
-               "check_out": "2025-08-31", "payment_method_id": gift["id"]}
+    booking = {
+        "guest_id": guest["guest_id"],
+        "hotel_id": hotel["hotel_id"],
+        "room_type": "suite",
+        "check_in": "2025-08-01",
+        "check_out": "2025-08-31",
+        "payment_method_id": gift["id"],
+    }
     with pytest.raises(Exception, match="gift card"):
         ledger.apply("book_reservation", booking)
     with pytest.raises(Exception, match="YYYY-MM-DD"):
@@ -356,8 +409,12 @@ def test_tools_check_data_integrity_not_policy() -> None:
     other = next(g for g in db.guests.values() if g is not guest)
     with pytest.raises(Exception, match="is not one of guest"):
         ledger.apply("book_reservation", {**booking, "payment_method_id": other["payment_methods"][0]["id"]})
-    non_refundable = next(r for r in db.reservations.values() if r["rate_plan"] == "non_refundable" and r["status"] == "confirmed")
-    ledger.apply("cancel_reservation", {"reservation_id": non_refundable["reservation_id"]})  # the policy is the agent's
+    non_refundable = next(
+        r for r in db.reservations.values() if r["rate_plan"] == "non_refundable" and r["status"] == "confirmed"
+    )
+    ledger.apply(
+        "cancel_reservation", {"reservation_id": non_refundable["reservation_id"]}
+    )  # the policy is the agent's
     with pytest.raises(Exception, match="is cancelled"):
         ledger.apply("cancel_reservation", {"reservation_id": non_refundable["reservation_id"]})
     assert ledger.changes.snapshot(db)["reservations"][non_refundable["reservation_id"]]["status"] == "cancelled"
@@ -436,7 +493,10 @@ def test_model_driven_user_over_an_openai_compatible_endpoint() -> None:
     assert result.terminated and result.reward == 1.0
     assert env.record().messages[-1].content == f"Thanks, bye. {STOP}"
     first = _Guest.bodies[0]
-    assert first["model"] == "guest-model" and "reason_for_call: " + task.scenario["reason_for_call"] in first["messages"][0]["content"]
+    assert (
+        first["model"] == "guest-model"
+        and "reason_for_call: " + task.scenario["reason_for_call"] in first["messages"][0]["content"]
+    )
     assert [m["role"] for m in _Guest.bodies[-1]["messages"][1:]] == ["user", "assistant", "user", "assistant", "user"]
 
 

@@ -28,8 +28,15 @@ def written(tmp_path_factory) -> tuple[TargetEnvironment, list, Path, Path, list
         records += [play_turns(env, seed, turns, trial=1 + i) for i, turns in enumerate(env.wrong_trajectories(seed))]
     root = tmp_path_factory.mktemp("target_runs")
     results, trajectories = root / "results" / "hotel.json", root / "trajectories.jsonl"
-    written = write_runs(env, records, results, trajectories, agent="scripted_agent", model="oracle+wrong",
-                         timestamp="2025-06-10T00:00:00+00:00")
+    written = write_runs(
+        env,
+        records,
+        results,
+        trajectories,
+        agent="scripted_agent",
+        model="oracle+wrong",
+        timestamp="2025-06-10T00:00:00+00:00",
+    )
     return env, records, results, trajectories, written
 
 
@@ -49,8 +56,17 @@ def test_results_file_has_the_tau2_layout(written) -> None:
     call = next(m for m in simulation["messages"] if m["tool_calls"])
     result = next(m for m in simulation["messages"] if m["role"] == "tool")
     assert call["content"] is None and set(call["tool_calls"][0]) == {"id", "name", "arguments", "requestor"}
-    assert result["id"] == call["tool_calls"][0]["id"] and result["error"] is False and result["requestor"] == "assistant"
-    assert {"db_check", "action_checks", "communicate_checks", "nl_assertions", "reward_basis", "reward_breakdown"} <= set(simulation["reward_info"])
+    assert (
+        result["id"] == call["tool_calls"][0]["id"] and result["error"] is False and result["requestor"] == "assistant"
+    )
+    assert {
+        "db_check",
+        "action_checks",
+        "communicate_checks",
+        "nl_assertions",
+        "reward_basis",
+        "reward_breakdown",
+    } <= set(simulation["reward_info"])
 
 
 def test_ingest_reads_every_simulation_with_its_verdict(written, tmp_path: Path) -> None:
@@ -69,9 +85,13 @@ def test_ingest_reads_every_simulation_with_its_verdict(written, tmp_path: Path)
         assert trajectory.termination_reason == record.termination_reason
         assert trajectory.diagnostics["reward_info"] == record.reward_info
         assert len(trajectory.diagnostics["gold_actions"]) == len(record.task.actions)
-        assert [(m.role, m.content, m.error, m.tool_call_id, [(c.id, c.name, c.arguments) for c in m.tool_calls])
-                for m in trajectory.messages] == [(m.role, m.content, m.error, m.tool_call_id,
-                                                   [(c.id, c.name, c.arguments) for c in m.tool_calls]) for m in record.messages]
+        assert [
+            (m.role, m.content, m.error, m.tool_call_id, [(c.id, c.name, c.arguments) for c in m.tool_calls])
+            for m in trajectory.messages
+        ] == [
+            (m.role, m.content, m.error, m.tool_call_id, [(c.id, c.name, c.arguments) for c in m.tool_calls])
+            for m in record.messages
+        ]
     assert any(m.error for t in ingested.values() for m in t.messages), "tool errors travel with their results"
     assert sum(t.success for t in ingested.values()) == len(SEEDS)
 
@@ -112,7 +132,10 @@ def test_the_writer_refuses_what_the_reader_would_not_accept(written, tmp_path: 
     with pytest.raises(ValueError, match="repeat task and trial"):
         results_document(env, [records[0], records[0]], "agent", "model")
     planted = play_oracle(env, 0)
-    planted.reward_info = {**planted.reward_info, "communicate_checks": [{"info": "a different fact", "met": True, "justification": ""}]}
+    planted.reward_info = {
+        **planted.reward_info,
+        "communicate_checks": [{"info": "a different fact", "met": True, "justification": ""}],
+    }
     with pytest.raises(RuntimeError, match="does not accept what was written: .*communicate_info"):
         write_runs(env, [planted], tmp_path / "bad.json", tmp_path / "bad.jsonl", model="m")
     assert not (tmp_path / "bad.jsonl").exists()

@@ -43,9 +43,19 @@ def test_plain_text_is_a_final_answer():
 def test_tool_signature_is_one_line_with_types_enums_and_optional_arguments():
     from tracegym.toolcalls import tool_signature, tools_system_prompt
 
-    schema = {"name": "book", "description": "Book a room.", "parameters": {"type": "object", "properties": {
-        "room": {"type": "string", "enum": ["standard", "suite"], "description": "the room"},
-        "nights": {"type": "integer"}, "note": {"type": "string"}}, "required": ["room", "nights"]}}
+    schema = {
+        "name": "book",
+        "description": "Book a room.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "room": {"type": "string", "enum": ["standard", "suite"], "description": "the room"},
+                "nights": {"type": "integer"},
+                "note": {"type": "string"},
+            },
+            "required": ["room", "nights"],
+        },
+    }
     assert tool_signature(schema) == "book(room: standard|suite, nights: integer, note?: string) - Book a room."
     compact, full = tools_system_prompt("Rules.", [schema], compact=True), tools_system_prompt("Rules.", [schema])
     assert tool_signature(schema) in compact and "<tools>" not in compact and '"enum"' in full and "<tools>" in full

@@ -25,8 +25,10 @@ def test_concurrent_guards_each_get_their_own_deadline() -> None:
         with watchdog.guard(lambda: interrupted.append(name), timeout_s):
             time.sleep(seconds)
 
-    threads = [threading.Thread(target=work, args=args) for args in
-               (("long-limit", 5.0, 0.2), ("short-limit", 0.05, 0.3), ("later-short", 0.1, 0.4))]
+    threads = [
+        threading.Thread(target=work, args=args)
+        for args in (("long-limit", 5.0, 0.2), ("short-limit", 0.05, 0.3), ("later-short", 0.1, 0.4))
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -112,14 +112,16 @@ def _argument_spec(kind: Any) -> dict[str, Any]:
     return {"type": json.loads, "metavar": "JSON"}
 
 
-def add_config_arguments(parser: argparse.ArgumentParser, cls: type, path: tuple[str, ...] = (),
-                         seen: dict[str, str] | None = None) -> None:
+def add_config_arguments(
+    parser: argparse.ArgumentParser, cls: type, path: tuple[str, ...] = (), seen: dict[str, str] | None = None
+) -> None:
     """Add one flag per field of config `cls` (recursing into nested configs) and `--config FILE`
     (once, at the top). Flags default to "not given", so `resolve_config` can layer them."""
     seen = {} if seen is None else seen
     if not path:
-        parser.add_argument("--config", type=Path, metavar="FILE",
-                            help="TOML or YAML file of settings (flags given here override it)")
+        parser.add_argument(
+            "--config", type=Path, metavar="FILE", help="TOML or YAML file of settings (flags given here override it)"
+        )
     summary = (cls.__doc__ or "").strip().splitlines()[0]
     group = parser.add_argument_group(cls.__name__, None if summary.startswith(cls.__name__ + "(") else summary)
     hints = _hints(cls)
@@ -139,8 +141,13 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type, path: tuple
         spec = _argument_spec(kind)
         if "type" in spec and "choices" not in spec:
             spec["metavar"] = field.name.upper()
-        group.add_argument(flag, dest=_dest((*path, field.name)), default=argparse.SUPPRESS,
-                           help=f"{help_text} (default: {_default_text(field)})".replace("%", "%%"), **spec)
+        group.add_argument(
+            flag,
+            dest=_dest((*path, field.name)),
+            default=argparse.SUPPRESS,
+            help=f"{help_text} (default: {_default_text(field)})".replace("%", "%%"),
+            **spec,
+        )
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -158,7 +165,9 @@ def read_config_file(path: Path) -> dict[str, Any]:
             data = tomllib.loads(text)
     except Exception as error:  # tomllib and yaml raise their own error types
         first = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise UserError(f"{path}: not a valid {'YAML' if path.suffix in ('.yaml', '.yml') else 'TOML'} file: {first}") from None
+        raise UserError(
+            f"{path}: not a valid {'YAML' if path.suffix in ('.yaml', '.yml') else 'TOML'} file: {first}"
+        ) from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: a config file holds a table of settings, got {type(data).__name__}")
     return data
@@ -191,7 +200,9 @@ def build_config(cls: type[C], values: dict[str, Any], source: str = "config", p
 def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for key, value in top.items():
-        merged[key] = _merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+        merged[key] = (
+            _merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+        )
     return merged
 
 
@@ -226,7 +237,8 @@ class RolloutConfig:
 
     temperature: float = option(1.0, "sampling temperature of rollouts (papers/TRACE.md §1: 1.0)")
     max_new_tokens: int | None = option(
-        None, "tokens per assistant turn; none: 1.25 x the environment's longest oracle turn")
+        None, "tokens per assistant turn; none: 1.25 x the environment's longest oracle turn"
+    )
 
     def __post_init__(self) -> None:
         check_sampling(self.temperature, self.max_new_tokens)

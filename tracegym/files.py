@@ -22,9 +22,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any
 
 from tracegym.errors import UserError, one_line
 
@@ -131,7 +132,9 @@ def writing_into(folder: Path) -> Iterator[Path]:
         yield folder
     except OSError as error:
         where = one_line(str(error.filename or folder))
-        raise UserError(f"{where}: cannot write the outputs: {error.strerror or error}; the previous ones are kept") from None
+        raise UserError(
+            f"{where}: cannot write the outputs: {error.strerror or error}; the previous ones are kept"
+        ) from None
 
 
 @contextmanager

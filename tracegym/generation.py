@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tracegym.schema import Message
 from tracegym.toolcalls import render_tool_call, render_tool_response
@@ -112,7 +113,7 @@ class GenerationBackend(ABC):
         """One completion per prompt, in order; `seeds[i]` seeds row i's sampling (None: see
         SamplingConfig.seed)."""
 
-    def session(self) -> "GenerationSession":
+    def session(self) -> GenerationSession:
         """A session for calls whose prompts extend earlier ones (this default re-sends them)."""
         return GenerationSession(self)
 
@@ -142,10 +143,12 @@ class GenerationSession:
     def close(self) -> None:
         """Free what the session keeps between calls."""
 
-    def __enter__(self) -> "GenerationSession":
+    def __enter__(self) -> GenerationSession:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self.close()
 
 

@@ -26,8 +26,9 @@ window); transformers >= 5.x's `cache=` forward argument and Cache layer API are
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -81,7 +82,9 @@ class _BufferLayer(DynamicLayer):
         self.sources = []  # let consumed entries be freed
         self.dtype, self.device, self.is_initialized = key_states.dtype, key_states.device, True
 
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         if not self.is_initialized:
             self._allocate(key_states, value_states)
         end = self.length + key_states.shape[-2]
@@ -104,7 +107,9 @@ class _Rows:
     """Rows decoded together (layout in the module docstring): each starts from `sources[i]` =
     (entry, reused length) and may be fed up to `new_columns` tokens at once, then `steps` more."""
 
-    def __init__(self, model: PreTrainedModel, sources: list[tuple[_Entry | None, int]], new_columns: int, steps: int) -> None:
+    def __init__(
+        self, model: PreTrainedModel, sources: list[tuple[_Entry | None, int]], new_columns: int, steps: int
+    ) -> None:
         self.model, self.device = model, model.device
         width = max(reuse for _, reuse in sources)
         capacity = width + new_columns + steps
@@ -131,8 +136,12 @@ class _Rows:
         self.positions = [start + len(t) for start, t in zip(self.positions, tokens)]
         self.column += width
         logits = self.model(
-            input_ids=ids.to(self.device), attention_mask=self.valid[:, : self.column],
-            position_ids=positions.to(self.device), cache=self.cache, use_cache=True, logits_to_keep=1,
+            input_ids=ids.to(self.device),
+            attention_mask=self.valid[:, : self.column],
+            position_ids=positions.to(self.device),
+            cache=self.cache,
+            use_cache=True,
+            logits_to_keep=1,
         ).logits
         return logits[:, -1].float()
 
@@ -157,12 +166,14 @@ class _Rows:
 class KVSession(GenerationSession):
     """HFBackend's session (see the module docstring)."""
 
-    def __init__(self, backend: "HFBackend") -> None:
+    def __init__(self, backend: HFBackend) -> None:
         super().__init__(backend)
         self.model, self.tokenizer, self.batch_size = backend.model, backend.tokenizer, backend.batch_size
         layer_types = getattr(self.model.config.get_text_config(), "layer_types", None) or []
         if any(kind != "full_attention" for kind in layer_types):
-            raise ValueError(f"{type(self.model).__name__}: the hf backend supports full-attention layers only, got {sorted(set(layer_types))}")
+            raise ValueError(
+                f"{type(self.model).__name__}: the hf backend supports full-attention layers only, got {sorted(set(layer_types))}"
+            )
         self.entries: list[_Entry | None] = []
 
     def close(self) -> None:
@@ -173,7 +184,9 @@ class KVSession(GenerationSession):
         self, prompts: Sequence[Sequence[int]], params: SamplingConfig, seeds: Sequence[int] | None = None
     ) -> list[Completion]:
         if params.max_new_tokens is None:
-            raise ValueError("SamplingConfig.max_new_tokens is None: set it, or fit it to an environment with run_episodes")
+            raise ValueError(
+                "SamplingConfig.max_new_tokens is None: set it, or fit it to an environment with run_episodes"
+            )
         prompts = [[int(token) for token in prompt] for prompt in prompts]
         if not all(prompts):
             raise ValueError("cannot generate from an empty prompt")
@@ -188,8 +201,10 @@ class KVSession(GenerationSession):
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
             rows = _Rows(
-                self.model, [(self.entries[plan[i][0]] if plan[i][0] is not None else None, plan[i][1]) for i in chunk],
-                max(len(prompts[i]) - plan[i][1] for i in chunk), params.max_new_tokens,
+                self.model,
+                [(self.entries[plan[i][0]] if plan[i][0] is not None else None, plan[i][1]) for i in chunk],
+                max(len(prompts[i]) - plan[i][1] for i in chunk),
+                params.max_new_tokens,
             )
             logits = rows.feed([prompts[i][plan[i][1] :] for i in chunk])
             for i in chunk:  # the buffers now hold what these rows reused
@@ -197,7 +212,9 @@ class KVSession(GenerationSession):
                     uses[plan[i][0]] -= 1
                     if not uses[plan[i][0]]:
                         self.entries[plan[i][0]] = None
-            for i, completion, entry in zip(chunk, *self._decode(rows, logits, [prompts[i] for i in chunk], params, [seeds[i] for i in chunk])):
+            for i, completion, entry in zip(
+                chunk, *self._decode(rows, logits, [prompts[i] for i in chunk], params, [seeds[i] for i in chunk])
+            ):
                 completions[i], entries[i] = completion, entry
         self.entries = entries
         return completions  # type: ignore[return-value]
@@ -234,7 +251,9 @@ class KVSession(GenerationSession):
         for ids in shared:
             index, reuse = self._reuse(ids, limit=len(ids))
             if len(ids) - reuse >= MIN_SHARED_TOKENS:
-                rows = _Rows(self.model, [(self.entries[index] if index is not None else None, reuse)], len(ids) - reuse, 0)
+                rows = _Rows(
+                    self.model, [(self.entries[index] if index is not None else None, reuse)], len(ids) - reuse, 0
+                )
                 rows.feed([ids[reuse:]])
                 self.entries.append(rows.entry(0, ids))
 

@@ -97,8 +97,10 @@ def check_model(name_or_path: str) -> None:
     try:
         AutoConfig.from_pretrained(name_or_path)
     except (OSError, ValueError) as error:
-        raise UserError(f"{name_or_path}: not a local model folder, and no hub model of that id could be loaded: "
-                        f"{one_line(str(error))[:200]}") from None
+        raise UserError(
+            f"{name_or_path}: not a local model folder, and no hub model of that id could be loaded: "
+            f"{one_line(str(error))[:200]}"
+        ) from None
 
 
 def load_tokenizer(name_or_path: str = DEFAULT_MODEL) -> PreTrainedTokenizerBase:
@@ -120,7 +122,9 @@ def load_model(
     return model, load_tokenizer(name_or_path)
 
 
-def tiny_model(seed: int = 0, hidden_size: int = 64, layers: int = 2) -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase]:
+def tiny_model(
+    seed: int = 0, hidden_size: int = 64, layers: int = 2
+) -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase]:
     """A randomly initialised Llama with SmolLM2's tokenizer and chat template, for fast tests."""
     tokenizer = load_tokenizer(DEFAULT_MODEL)
     torch.manual_seed(seed)

@@ -50,5 +50,8 @@ def use_bf16(requested: bool, device_type: str) -> bool:
 
 @functools.cache
 def _warn_emulated(device_type: str) -> None:
-    logger.warning("bf16 was asked for, but this %s has no native bfloat16 (on a CPU: AVX512-BF16 or AMX) and would "
-                   "emulate it ~25x slower than float32: training in float32", device_type)
+    logger.warning(
+        "bf16 was asked for, but this %s has no native bfloat16 (on a CPU: AVX512-BF16 or AMX) and would "
+        "emulate it ~25x slower than float32: training in float32",
+        device_type,
+    )

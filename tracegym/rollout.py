@@ -43,8 +43,9 @@ budget below the oracle's own turns caps reward whatever the policy knows.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
@@ -114,12 +115,15 @@ class ChatSegments:
         self._base_len = len(base)
 
     def observation(self, text: str, header: bool) -> list[int]:
-        ids = render_chat(self.tokenizer, [*self._anchor, Message(role="user", content=text)], add_generation_prompt=header)
+        ids = render_chat(
+            self.tokenizer, [*self._anchor, Message(role="user", content=text)], add_generation_prompt=header
+        )
         return ids[self._base_len :]
 
 
-def turn_token_budget(env: Environment, tokenizer: PreTrainedTokenizerBase, seeds: Sequence[int] = range(16),
-                      slack: float = 1.25) -> int:
+def turn_token_budget(
+    env: Environment, tokenizer: PreTrainedTokenizerBase, seeds: Sequence[int] = range(16), slack: float = 1.25
+) -> int:
     """Tokens per assistant turn that fit `env`'s oracle: `slack` × its longest oracle turn over
     `seeds`, rounded up to a multiple of 16.
 
@@ -128,7 +132,9 @@ def turn_token_budget(env: Environment, tokenizer: PreTrainedTokenizerBase, seed
     reasoning ~250), so no one fixed number suits all. It costs 16 oracle plays: callers that roll
     out the same environment again and again fit it once (`fit_turn_budget`).
     """
-    longest = max(len(tokenizer(turn, add_special_tokens=False)["input_ids"]) for seed in seeds for turn in env.oracle(seed))
+    longest = max(
+        len(tokenizer(turn, add_special_tokens=False)["input_ids"]) for seed in seeds for turn in env.oracle(seed)
+    )
     return 16 * math.ceil(slack * longest / 16)
 
 
@@ -208,9 +214,11 @@ def run_episodes(
     with backend.session() as session:
         while live:
             contexts = [episodes[i].prompt_ids + episodes[i].completion_ids for i in live]
-            seeds = None if params.seed is None else [
-                sampling_seed(params.seed, episodes[i].seed, i % rollouts_per_seed, turn) for i in live
-            ]
+            seeds = (
+                None
+                if params.seed is None
+                else [sampling_seed(params.seed, episodes[i].seed, i % rollouts_per_seed, turn) for i in live]
+            )
             completions = session.generate(contexts, params, seeds)
             still = [i for i, c in zip(live, completions) if _advance(episodes[i], envs[i], c, segments)]
             bar.update(len(live) - len(still))

@@ -3,7 +3,7 @@ stop-string test of a growing completion."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from transformers import PreTrainedTokenizerBase
@@ -34,9 +34,9 @@ class RowSampler:
 
     def __init__(self, params: SamplingConfig, seeds: Sequence[int], device: torch.device) -> None:
         self.temperature, self.top_p = params.temperature, params.top_p
-        self.generators = [] if self.temperature == 0 else [
-            torch.Generator(device=device).manual_seed(seed) for seed in seeds
-        ]
+        self.generators = (
+            [] if self.temperature == 0 else [torch.Generator(device=device).manual_seed(seed) for seed in seeds]
+        )
 
     def __call__(self, logits: torch.Tensor, rows: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """(tokens, log-probs) of shape (len(rows),) from `logits` (len(rows), vocab), whose row i
@@ -48,7 +48,9 @@ class RowSampler:
         else:
             logprobs = top_p_filter(logits / self.temperature, self.top_p).log_softmax(-1)
             probs = logprobs.exp()
-            tokens = torch.cat([torch.multinomial(probs[i], 1, generator=self.generators[row]) for i, row in enumerate(rows)])
+            tokens = torch.cat(
+                [torch.multinomial(probs[i], 1, generator=self.generators[row]) for i, row in enumerate(rows)]
+            )
         return tokens, logprobs.gather(-1, tokens[:, None])[:, 0]
 
 

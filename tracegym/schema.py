@@ -8,9 +8,10 @@ that heterogeneous `diagnostics` survive Arrow's strict typing).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from enum import Enum
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Iterable, Iterator, Literal, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -197,7 +198,7 @@ def read_jsonl(path: str | Path, model: type[Record] = Trajectory) -> Iterator[R
 _JSON_FIELDS = ("source", "messages", "diagnostics", "metadata")
 
 
-def to_dataset(trajectories: Iterable[Trajectory]) -> "datasets.Dataset":
+def to_dataset(trajectories: Iterable[Trajectory]) -> datasets.Dataset:
     """A `datasets.Dataset` with one row per trajectory; nested fields are stored as JSON text."""
     import datasets
 
@@ -224,7 +225,7 @@ def to_dataset(trajectories: Iterable[Trajectory]) -> "datasets.Dataset":
     return datasets.Dataset.from_list(rows, features=features)
 
 
-def from_dataset(dataset: "datasets.Dataset") -> list[Trajectory]:
+def from_dataset(dataset: datasets.Dataset) -> list[Trajectory]:
     """Inverse of `to_dataset`."""
     trajectories = []
     for row in dataset:

@@ -4,10 +4,9 @@ interval of a difference between two policies scored on the same seeds."""
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
-
 
 Z95 = 1.96  # the standard normal's 97.5% quantile
 
@@ -26,8 +25,9 @@ def mean_interval(values: Sequence[float]) -> dict[str, float]:
     return {"mean": mean, "low": mean - half, "high": mean + half, "n": n}
 
 
-def paired_difference(before: Sequence[float], after: Sequence[float], resamples: int = 10_000,
-                      seed: int = 0) -> dict[str, float]:
+def paired_difference(
+    before: Sequence[float], after: Sequence[float], resamples: int = 10_000, seed: int = 0
+) -> dict[str, float]:
     """Mean of `after - before` over paired items (the same seeds) and its 95% bootstrap interval
     (percentile method, `resamples` resamples of the items with replacement). The interval
     excludes no change when `low > 0` or `high < 0`."""

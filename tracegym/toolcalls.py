@@ -126,17 +126,24 @@ def tool_signature(schema: dict[str, Any]) -> str:
     return f"{schema['name']}({', '.join(args)}) - {schema.get('description', '')}".rstrip(" -")
 
 
-def tools_system_prompt(instructions: str, tools: list[dict[str, Any]], closing: str = FINAL_ANSWER,
-                        compact: bool = False) -> str:
+def tools_system_prompt(
+    instructions: str, tools: list[dict[str, Any]], closing: str = FINAL_ANSWER, compact: bool = False
+) -> str:
     """A system prompt stating the task instructions, the tools and the call format, ending with
     `closing` (what a plain-text turn means; default: the final answer). The tools are their JSON
     schemas, or with `compact` one `tool_signature` line each (the target desk's 11 tools: 425 vs
     1,214 tokens)."""
     if compact:
-        listing = "You can call these tools (name(arguments) - what it does; ? marks an optional argument):\n" + "\n".join(
-            tool_signature(tool) for tool in tools)
+        listing = (
+            "You can call these tools (name(arguments) - what it does; ? marks an optional argument):\n"
+            + "\n".join(tool_signature(tool) for tool in tools)
+        )
     else:
-        listing = "You can call these tools (JSON schemas):\n<tools>\n" + "\n".join(json.dumps(tool) for tool in tools) + "\n</tools>"
+        listing = (
+            "You can call these tools (JSON schemas):\n<tools>\n"
+            + "\n".join(json.dumps(tool) for tool in tools)
+            + "\n</tools>"
+        )
     return (
         f"{instructions.strip()}\n\n{listing}\n"
         "To call a tool, reply with exactly one line:\n"

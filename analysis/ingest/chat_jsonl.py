@@ -6,12 +6,21 @@ document (one record, possibly over several lines) is that one record, `line 1`.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pydantic import BaseModel, FiniteFloat
 
 from tracegym.analysis.ingest.common import (
-    Batch, InputFile, JsonProblem, RecordError, check_tool_results, decode_json, jsonl_lines, openai_messages, validate,
+    Batch,
+    InputFile,
+    JsonProblem,
+    RecordError,
+    check_tool_results,
+    decode_json,
+    jsonl_lines,
+    openai_messages,
+    validate,
 )
 from tracegym.schema import Source, Trajectory
 
@@ -54,13 +63,23 @@ def read(file: InputFile) -> Batch:
             continue
         check_tool_results(batch, messages, f"{where}.messages")
         identifier = str(record.id) if record.id is not None else str(number)
-        success = record.success if record.success is not None else record.reward is not None and abs(record.reward - 1.0) <= 1e-6
+        success = (
+            record.success
+            if record.success is not None
+            else record.reward is not None and abs(record.reward - 1.0) <= 1e-6
+        )
         batch.trajectories.append(
             Trajectory.model_construct(
-                id=f"{path.stem}/{identifier}", task_id=str(record.task_id if record.task_id is not None else identifier),
-                trial=record.trial, source=Source.model_construct(benchmark="chat", format=FORMAT, file=str(path), agent="", model=""),
-                messages=messages, reward=record.reward, success=success, termination_reason=None,
-                diagnostics=record.diagnostics, metadata=record.metadata,
+                id=f"{path.stem}/{identifier}",
+                task_id=str(record.task_id if record.task_id is not None else identifier),
+                trial=record.trial,
+                source=Source.model_construct(benchmark="chat", format=FORMAT, file=str(path), agent="", model=""),
+                messages=messages,
+                reward=record.reward,
+                success=success,
+                termination_reason=None,
+                diagnostics=record.diagnostics,
+                metadata=record.metadata,
             )
         )
     return batch

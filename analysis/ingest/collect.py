@@ -16,14 +16,15 @@ with `keep_going=True` it is listed in `IngestResult.skipped` and the rest is in
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from tqdm import tqdm
 
-from tracegym.analysis.ingest.common import Batch, IngestError, Inconsistency, InputFile, RecordError, SkippedRecord
+from tracegym.analysis.ingest.common import Batch, Inconsistency, IngestError, InputFile, RecordError, SkippedRecord
 from tracegym.analysis.ingest.formats import FORMATS, FileFormat, by_name, registry, run_folder_formats
 from tracegym.analysis.ingest.walk import Found, discover
 from tracegym.schema import Trajectory
@@ -151,8 +152,14 @@ def _summary(batch: Batch) -> SourceSummary:
     successes = sum(t.success for t in trajectories)
     ungraded = sum(t.reward is None and not t.success for t in trajectories)
     return SourceSummary(
-        path=batch.path, format=batch.format, runs=len(trajectories), tasks=len({t.task_id for t in trajectories}),
-        successes=successes, failures=len(trajectories) - successes - ungraded, ungraded=ungraded,
-        skipped=len(batch.skipped), inconsistencies=len(batch.inconsistencies),
+        path=batch.path,
+        format=batch.format,
+        runs=len(trajectories),
+        tasks=len({t.task_id for t in trajectories}),
+        successes=successes,
+        failures=len(trajectories) - successes - ungraded,
+        ungraded=ungraded,
+        skipped=len(batch.skipped),
+        inconsistencies=len(batch.inconsistencies),
         repaired=sum(i.repaired for i in batch.inconsistencies),
     )

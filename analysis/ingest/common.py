@@ -11,9 +11,10 @@ inconsistencies it found. Whether a skipped record aborts the ingest is decided 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import from_json
@@ -81,7 +82,9 @@ class Batch:
 
     def flag(self, records: list[str], message: str, repaired: bool = False) -> None:
         """List records that disagree with each other (`repaired` when the ingest fixed it)."""
-        self.inconsistencies.append(Inconsistency(self.path, [one_line(r) for r in records], one_line(message), repaired))
+        self.inconsistencies.append(
+            Inconsistency(self.path, [one_line(r) for r in records], one_line(message), repaired)
+        )
 
 
 def json_path_of(prefix: str, loc: tuple[int | str, ...]) -> str:
@@ -179,9 +182,15 @@ def _problem(text: str, error: str) -> JsonProblem:
         return JsonProblem("invalid JSON", error, 0, 0, ())
     line, column = int(line_text), int(column_text)
     if message == _DEEP:
-        return JsonProblem("JSON nested too deeply", f"more than {MAX_NESTING} levels", line, column, json_path_at(text, max_depth=MAX_NESTING))
+        return JsonProblem(
+            "JSON nested too deeply",
+            f"more than {MAX_NESTING} levels",
+            line,
+            column,
+            json_path_at(text, max_depth=MAX_NESTING),
+        )
     offset = offset_of(text, line, column)
-    if text[offset:offset + 1] == "\0":
+    if text[offset : offset + 1] == "\0":
         message += " (a NUL byte: a binary or zero-filled file?)"
     kind = "truncated JSON" if message.startswith("EOF while parsing") else "invalid JSON"
     return JsonProblem(kind, message, line, column, json_path_at(text, offset=offset))
@@ -201,7 +210,9 @@ def read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
-        raise IngestError(path, "", f"not UTF-8 text (byte 0x{error.object[error.start]:02x} at offset {error.start}): a binary file?") from None
+        raise IngestError(
+            path, "", f"not UTF-8 text (byte 0x{error.object[error.start]:02x} at offset {error.start}): a binary file?"
+        ) from None
     except OSError as error:
         raise IngestError(path, "", f"cannot read file: {error.strerror or error}") from None
 
@@ -294,18 +305,30 @@ def openai_messages(raw: list[dict[str, Any]], prefix: str) -> list[Message]:
             raise RecordError(f"{prefix}[{index}]", f"a message must be an object (got {preview(message)})")
         role = message.get("role")
         if role not in ROLES:
-            raise RecordError(f"{prefix}[{index}].role", f"role should be one of {', '.join(ROLES)} (got {preview(role)})")
+            raise RecordError(
+                f"{prefix}[{index}].role", f"role should be one of {', '.join(ROLES)} (got {preview(role)})"
+            )
         raw_calls, call_id = message.get("tool_calls") or [], message.get("tool_call_id")
         if not isinstance(raw_calls, list):
-            raise RecordError(f"{prefix}[{index}].tool_calls", f"tool_calls should be a list (got {preview(raw_calls)})")
+            raise RecordError(
+                f"{prefix}[{index}].tool_calls", f"tool_calls should be a list (got {preview(raw_calls)})"
+            )
         if not (call_id is None or isinstance(call_id, str)):
-            raise RecordError(f"{prefix}[{index}].tool_call_id", f"tool_call_id should be a string (got {preview(call_id)})")
+            raise RecordError(
+                f"{prefix}[{index}].tool_call_id", f"tool_call_id should be a string (got {preview(call_id)})"
+            )
         calls = [_openai_call(call, prefix, index, n) for n, call in enumerate(raw_calls)]
         messages.append(
-            construct(Message, {
-                "role": role, "content": openai_content(message.get("content"), f"{prefix}[{index}].content"), "tool_calls": calls,
-                "tool_call_id": call_id, "error": False,
-            })
+            construct(
+                Message,
+                {
+                    "role": role,
+                    "content": openai_content(message.get("content"), f"{prefix}[{index}].content"),
+                    "tool_calls": calls,
+                    "tool_call_id": call_id,
+                    "error": False,
+                },
+            )
         )
     return messages
 
@@ -324,7 +347,9 @@ def _openai_call(call: Any, prefix: str, index: int, call_index: int) -> ToolCal
     if not isinstance(arguments, dict):
         raise RecordError(f"{where}.function.arguments", "arguments must be a JSON object")
     if nesting(arguments) > MAX_NESTING - ARGUMENTS_DEPTH:
-        raise RecordError(f"{where}.function.arguments", f"arguments nested deeper than {MAX_NESTING - ARGUMENTS_DEPTH} levels")
+        raise RecordError(
+            f"{where}.function.arguments", f"arguments nested deeper than {MAX_NESTING - ARGUMENTS_DEPTH} levels"
+        )
     return construct(ToolCall, {"id": str(call.get("id") or ""), "name": function["name"], "arguments": arguments})
 
 
@@ -346,6 +371,8 @@ def check_tool_results(batch: Batch, messages: list[Message], prefix: str) -> No
             continue
         if not message.tool_call_id and len(pending) == 1:
             message.tool_call_id = pending.pop()
-            batch.flag([where], f"tool result has no call id; set to the only pending call {message.tool_call_id!r}", True)
+            batch.flag(
+                [where], f"tool result has no call id; set to the only pending call {message.tool_call_id!r}", True
+            )
             continue
         batch.flag([where], f"tool result answers call id {message.tool_call_id!r}, which no earlier message made")

@@ -21,7 +21,7 @@ def offset_of(text: str, line: int, column: int) -> int:
         if start == 0:
             return len(text)
     end = text.find("\n", start)
-    prefix = text[start:len(text) if end < 0 else end].encode("utf-8", "surrogatepass")[: max(column - 1, 0)]
+    prefix = text[start : len(text) if end < 0 else end].encode("utf-8", "surrogatepass")[: max(column - 1, 0)]
     return start + len(prefix.decode("utf-8", "ignore"))
 
 

@@ -13,7 +13,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tracegym.analysis.ingest.common import Batch, IngestError, InputFile, RecordError, load_json, openai_messages, validate
+from tracegym.analysis.ingest.common import (
+    Batch,
+    IngestError,
+    InputFile,
+    RecordError,
+    load_json,
+    openai_messages,
+    validate,
+)
 from tracegym.analysis.ingest.swebench import BENCHMARK, harness_report, swe_trajectory
 from tracegym.schema import Source, Trajectory
 
@@ -71,20 +79,33 @@ def _read_one(traj_file: Path, document: Any, run_dir: Path, batch: Batch) -> Tr
         raise IngestError(traj_file, error.json_path, error.reason) from None
     instance_id = traj.instance_id
     if traj_file.parent.name != instance_id and traj_file.parent.parent.name == "trajs":
-        batch.flag([str(traj_file)], f"instance_id {instance_id!r} differs from its folder name {traj_file.parent.name!r}")
+        batch.flag(
+            [str(traj_file)], f"instance_id {instance_id!r} differs from its folder name {traj_file.parent.name!r}"
+        )
     report_file = run_dir / "logs" / instance_id / "report.json"
     if not report_file.is_file():
-        raise IngestError(traj_file, "instance_id", f"missing report file {report_file} (the harness verdict for {instance_id})")
+        raise IngestError(
+            traj_file, "instance_id", f"missing report file {report_file} (the harness verdict for {instance_id})"
+        )
     try:
         report = harness_report(load_json(report_file), instance_id, "")
     except RecordError as error:
         raise IngestError(report_file, error.json_path, error.reason) from None
     config = traj.info.config
     source = Source.model_construct(
-        benchmark=BENCHMARK, format=FORMAT, file=str(traj_file),
+        benchmark=BENCHMARK,
+        format=FORMAT,
+        file=str(traj_file),
         agent=f"mini-swe-agent {traj.info.mini_version}".strip(),
         model=str(model.get("model_name", "")) if isinstance(model := config.get("model"), dict) else "",
     )
     return swe_trajectory(
-        run_dir.name, instance_id, source, messages, report.resolved, traj.info.submission or "", report, traj.info.exit_status
+        run_dir.name,
+        instance_id,
+        source,
+        messages,
+        report.resolved,
+        traj.info.submission or "",
+        report,
+        traj.info.exit_status,
     )

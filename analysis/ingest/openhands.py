@@ -16,7 +16,16 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tracegym.analysis.ingest.common import Batch, IngestError, InputFile, RecordError, load_json, openai_messages, preview, read_text
+from tracegym.analysis.ingest.common import (
+    Batch,
+    IngestError,
+    InputFile,
+    RecordError,
+    load_json,
+    openai_messages,
+    preview,
+    read_text,
+)
 from tracegym.analysis.ingest.swebench import BENCHMARK, HarnessReport, harness_report, swe_trajectory
 from tracegym.schema import Source, Trajectory
 
@@ -61,6 +70,7 @@ def read_summary(path: Path) -> dict[str, str]:
 
 def _last_completion(folder: Path) -> Path | None:
     """The latest completion file of an instance (file names end in -<unix time>.json)."""
+
     def key(file: Path) -> tuple[float, str]:
         match = _TIMESTAMP.search(file.name)
         return (float(match.group(1)) if match else 0.0, file.name)
@@ -90,12 +100,16 @@ def read(file: InputFile) -> Batch:
     path = file.path
     run = path.parent.parent.parent
     if not is_run_dir(run):
-        raise IngestError(path, "", f"missing report file: no OpenHands output folder ({SUMMARY}) around this completion")
+        raise IngestError(
+            path, "", f"missing report file: no OpenHands output folder ({SUMMARY}) around this completion"
+        )
     summary_file = run / SUMMARY
     if not summary_file.is_file():
         raise IngestError(path, "", f"missing report file {summary_file} (the harness verdicts of this run)")
     batch = Batch(str(path), FORMAT)
-    batch.trajectories.append(_read_instance(run, path.parent, read_summary(summary_file), _source_base(run), batch, path, file.json()))
+    batch.trajectories.append(
+        _read_instance(run, path.parent, read_summary(summary_file), _source_base(run), batch, path, file.json())
+    )
     return batch
 
 
@@ -105,12 +119,20 @@ def _source_base(run: Path) -> dict[str, str]:
     if not isinstance(metadata, dict):
         raise IngestError(metadata_file, "", f"run metadata should be a JSON object (got {preview(metadata)})")
     llm = metadata.get("llm_config")
-    return {"agent": str(metadata.get("agent_class", "")), "model": str(llm.get("model", "")) if isinstance(llm, dict) else ""}
+    return {
+        "agent": str(metadata.get("agent_class", "")),
+        "model": str(llm.get("model", "")) if isinstance(llm, dict) else "",
+    }
 
 
 def _read_instance(
-    run: Path, folder: Path, verdicts: dict[str, str], source_base: dict[str, str], batch: Batch,
-    completion: Path | None = None, document: Any = None,
+    run: Path,
+    folder: Path,
+    verdicts: dict[str, str],
+    source_base: dict[str, str],
+    batch: Batch,
+    completion: Path | None = None,
+    document: Any = None,
 ) -> Trajectory:
     instance_id = folder.name
     completion_file = completion or _last_completion(folder)
@@ -125,7 +147,9 @@ def _read_instance(
     except (KeyError, IndexError, TypeError):
         raise IngestError(completion_file, "response.choices[0].message", "missing the final reply") from None
     if not isinstance(document["messages"], list):
-        raise IngestError(completion_file, "messages", f"messages should be a list (got {preview(document['messages'])})")
+        raise IngestError(
+            completion_file, "messages", f"messages should be a list (got {preview(document['messages'])})"
+        )
     try:
         messages = openai_messages([*document["messages"], final], "messages")
     except RecordError as error:
@@ -169,4 +193,3 @@ def _patch(run: Path, instance_id: str) -> str:
         return ""
     blocks = _DIFF_BLOCK.findall(read_text(log))
     return blocks[-1].strip("\n") + "\n" if blocks and blocks[-1].strip() else ""
-

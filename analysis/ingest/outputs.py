@@ -31,7 +31,7 @@ def empty_input(paths: list[Path], out: Path) -> UserError:
 
 def _short(path: str, width: int = 60) -> str:
     path = one_line(path)
-    return path if len(path) <= width else "..." + path[-(width - 3):]
+    return path if len(path) <= width else "..." + path[-(width - 3) :]
 
 
 def format_skipped(result: IngestResult) -> list[str]:
@@ -52,9 +52,14 @@ def format_table(result: IngestResult) -> str:
             f"{_short(s.path):<60} {s.format:<14} {s.runs:>5} {s.tasks:>5} {s.successes:>5} {s.failures:>5} "
             f"{s.skipped:>5} {s.inconsistencies:>6} {s.repaired:>8}"
         )
-    totals = [sum(getattr(s, name) for s in result.sources) for name in ("runs", "successes", "failures", "skipped", "inconsistencies", "repaired")]
+    totals = [
+        sum(getattr(s, name) for s in result.sources)
+        for name in ("runs", "successes", "failures", "skipped", "inconsistencies", "repaired")
+    ]
     lines.append("-" * len(header))
-    lines.append(f"{'total':<60} {'':<14} {totals[0]:>5} {'':>5} {totals[1]:>5} {totals[2]:>5} {totals[3]:>5} {totals[4]:>6} {totals[5]:>8}")
+    lines.append(
+        f"{'total':<60} {'':<14} {totals[0]:>5} {'':>5} {totals[1]:>5} {totals[2]:>5} {totals[3]:>5} {totals[4]:>6} {totals[5]:>8}"
+    )
     lines.extend(format_skipped(result))
     if result.inconsistencies:
         lines.append(f"\ninconsistencies ({len(result.inconsistencies)}, {totals[5]} repaired):")

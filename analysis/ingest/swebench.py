@@ -18,7 +18,9 @@ from tracegym.schema import Message, Source, Trajectory
 
 BENCHMARK = "swe-bench"
 _TEST_GROUPS = ("FAIL_TO_PASS", "PASS_TO_PASS")
-_PR_DESCRIPTION = re.compile(r"<pr_description>\s*(?:Consider the following PR description:\s*)?(.*?)\s*</pr_description>", re.DOTALL)
+_PR_DESCRIPTION = re.compile(
+    r"<pr_description>\s*(?:Consider the following PR description:\s*)?(.*?)\s*</pr_description>", re.DOTALL
+)
 
 
 class _TestGroup(BaseModel):
@@ -52,20 +54,34 @@ def problem_statement(messages: list[Message]) -> str:
 
 
 def swe_trajectory(
-    run: str, instance_id: str, source: Source, messages: list[Message], resolved: bool, patch: str,
-    report: HarnessReport | None, exit_status: str | None,
+    run: str,
+    instance_id: str,
+    source: Source,
+    messages: list[Message],
+    resolved: bool,
+    patch: str,
+    report: HarnessReport | None,
+    exit_status: str | None,
 ) -> Trajectory:
     """One instance as a Trajectory with the diagnostics the contract names (reward 1.0 iff resolved)."""
     tests = {}
     if report is not None and report.tests_status:
         tests = {group: report.tests_status.get(group, _TestGroup()).model_dump() for group in _TEST_GROUPS}
     return Trajectory.model_construct(
-        id=f"{run}/{instance_id}", task_id=instance_id, trial=0, source=source, messages=messages,
-        reward=1.0 if resolved else 0.0, success=resolved, termination_reason=exit_status,
+        id=f"{run}/{instance_id}",
+        task_id=instance_id,
+        trial=0,
+        source=source,
+        messages=messages,
+        reward=1.0 if resolved else 0.0,
+        success=resolved,
+        termination_reason=exit_status,
         diagnostics={
             "resolved": resolved,
             "patch": patch,
-            "patch_exists": bool(patch.strip()) if report is None or report.patch_exists is None else report.patch_exists,
+            "patch_exists": bool(patch.strip())
+            if report is None or report.patch_exists is None
+            else report.patch_exists,
             "patch_successfully_applied": None if report is None else report.patch_successfully_applied,
             "tests_status": tests,
             "exit_status": exit_status,

@@ -23,8 +23,19 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tracegym.analysis.ingest.common import (Batch, IngestError, InputFile, JsonProblem, RecordError, decode_json, load_json,
-                                             openai_content, openai_messages, read_text, validate)
+from tracegym.analysis.ingest.common import (
+    Batch,
+    IngestError,
+    InputFile,
+    JsonProblem,
+    RecordError,
+    decode_json,
+    load_json,
+    openai_content,
+    openai_messages,
+    read_text,
+    validate,
+)
 from tracegym.analysis.ingest.swebench import BENCHMARK, HarnessReport, harness_report, swe_trajectory
 from tracegym.schema import Message, Source, Trajectory
 
@@ -77,8 +88,12 @@ def read_run(path: Path) -> Batch:
     for file in sorted(p for p in trajs.rglob("*") if p.is_file() and not p.name.startswith(".")):
         instance = instance_id(file, trajs)
         if file.suffix not in (".json", ".traj", ".jsonl"):
-            batch.skip("", f"a {file.suffix or 'suffix-less'} trajectory of {instance}: only JSON trajectories are read "
-                           "(mini-swe-agent messages, SWE-agent steps)", str(file))
+            batch.skip(
+                "",
+                f"a {file.suffix or 'suffix-less'} trajectory of {instance}: only JSON trajectories are read "
+                "(mini-swe-agent messages, SWE-agent steps)",
+                str(file),
+            )
             continue
         try:
             trajectory = _read_one(file, instance, path, source, instance in resolved, patches.get(instance, ""), batch)
@@ -92,8 +107,11 @@ def read_run(path: Path) -> Batch:
         batch.trajectories.append(trajectory)
     for name, ids in listed.items():
         for missing in sorted(set(ids if isinstance(ids, list) else []) - seen):
-            batch.skip(f"{name}", f"{missing} is listed in results.json ({name}) but has no trajectory in trajs/",
-                       str(path / RESULTS))
+            batch.skip(
+                f"{name}",
+                f"{missing} is listed in results.json ({name}) but has no trajectory in trajs/",
+                str(path / RESULTS),
+            )
             seen.add(missing)
     return batch
 
@@ -127,14 +145,20 @@ def _predictions(path: Path, batch: Batch) -> dict[str, str]:
         except JsonProblem as problem:
             batch.skip(f"line {number}", problem.in_record("").reason, str(file))
             continue
-        if isinstance(record, dict) and isinstance(record.get("instance_id"), str) and isinstance(record.get("model_patch"), (str, type(None))):
+        if (
+            isinstance(record, dict)
+            and isinstance(record.get("instance_id"), str)
+            and isinstance(record.get("model_patch"), (str, type(None)))
+        ):
             patches[record["instance_id"]] = record.get("model_patch") or ""
         else:
             batch.skip(f"line {number}", "a prediction needs instance_id and model_patch", str(file))
     return patches
 
 
-def _read_one(file: Path, instance: str, run: Path, source: Source, resolved: bool, predicted: str, batch: Batch) -> Trajectory:
+def _read_one(
+    file: Path, instance: str, run: Path, source: Source, resolved: bool, predicted: str, batch: Batch
+) -> Trajectory:
     document = load_json(file)
     if not isinstance(document, dict):
         raise IngestError(file, "", "a trajectory file should hold a JSON object")
@@ -145,11 +169,15 @@ def _read_one(file: Path, instance: str, run: Path, source: Source, resolved: bo
     info = document.get("info") if isinstance(document.get("info"), dict) else {}
     report = _report(run, instance, resolved, batch)
     diff = run / "logs" / instance / "patch.diff"
-    patch = info.get("submission") if isinstance(info.get("submission"), str) else predicted or (
-        read_text(diff) if diff.is_file() else "")
+    patch = (
+        info.get("submission")
+        if isinstance(info.get("submission"), str)
+        else predicted or (read_text(diff) if diff.is_file() else "")
+    )
     status = info.get("exit_status") if isinstance(info.get("exit_status"), str) else None
-    trajectory = swe_trajectory(run.name, instance, source.model_copy(update={"file": str(file)}), messages, resolved,
-                                patch, report, status)
+    trajectory = swe_trajectory(
+        run.name, instance, source.model_copy(update={"file": str(file)}), messages, resolved, patch, report, status
+    )
     if statement is not None:
         trajectory.metadata["problem_statement"] = statement
     return trajectory
@@ -171,7 +199,9 @@ def _messages(document: dict[str, Any]) -> tuple[list[Message], str | None]:
         messages.append(Message(role="assistant", content=step.thought.strip() + action))
         messages.append(Message(role="user", content=step.observation))
     history = document.get("history") if isinstance(document.get("history"), list) else []
-    asked = [openai_content(h.get("content"), "history") for h in history if isinstance(h, dict) and h.get("role") == "user"]
+    asked = [
+        openai_content(h.get("content"), "history") for h in history if isinstance(h, dict) and h.get("role") == "user"
+    ]
     return messages, asked[0] if asked else ""
 
 
@@ -184,6 +214,9 @@ def _report(run: Path, instance: str, resolved: bool, batch: Batch) -> HarnessRe
     except RecordError as error:
         raise IngestError(file, error.json_path, error.reason) from None
     if report.resolved != resolved:
-        batch.flag([str(file), str(run / RESULTS)], f"report.json says resolved={report.resolved} for {instance}, "
-                                                    f"results.json says {resolved}; results.json kept")
+        batch.flag(
+            [str(file), str(run / RESULTS)],
+            f"report.json says resolved={report.resolved} for {instance}, "
+            f"results.json says {resolved}; results.json kept",
+        )
     return report

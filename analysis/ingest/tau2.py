@@ -17,7 +17,16 @@ from typing import Any
 
 from pydantic import BaseModel, FiniteFloat, InstanceOf
 
-from tracegym.analysis.ingest.common import ROLES, Batch, InputFile, RecordError, check_tool_results, construct, preview, validate
+from tracegym.analysis.ingest.common import (
+    ROLES,
+    Batch,
+    InputFile,
+    RecordError,
+    check_tool_results,
+    construct,
+    preview,
+    validate,
+)
 from tracegym.schema import Message, Source, ToolCall, Trajectory
 
 FORMAT = "tau2_results"
@@ -122,7 +131,9 @@ def _action_key(action_id: str | None, name: str, arguments: dict[str, Any]) -> 
 def _task_verdict(task: _Task) -> dict[str, list]:
     criteria = task.evaluation_criteria or _Criteria()
     return {
-        "gold actions": [_action_key(a.get("action_id"), a.get("name", ""), a.get("arguments") or {}) for a in criteria.actions or []],
+        "gold actions": [
+            _action_key(a.get("action_id"), a.get("name", ""), a.get("arguments") or {}) for a in criteria.actions or []
+        ],
         "nl_assertions": [_text_key(text) for text in criteria.nl_assertions or []],
         "communicate_info": [_text_key(text) for text in criteria.communicate_info or []],
         "env_assertions": [json.dumps(e, sort_keys=True) for e in criteria.env_assertions or []],
@@ -133,7 +144,9 @@ def _recorded_verdict(info: _RewardInfo) -> dict[str, list]:
     """The parts of the verdict that were recorded (None = not graded, so not compared)."""
     recorded: dict[str, list] = {}
     if info.action_checks is not None:
-        recorded["gold actions"] = [_action_key(c.action.action_id, c.action.name, c.action.arguments) for c in info.action_checks]
+        recorded["gold actions"] = [
+            _action_key(c.action.action_id, c.action.name, c.action.arguments) for c in info.action_checks
+        ]
     if info.nl_assertions is not None:
         recorded["nl_assertions"] = [_text_key(c.nl_assertion) for c in info.nl_assertions]
     if info.communicate_checks is not None:
@@ -167,12 +180,18 @@ def read(file: InputFile) -> Batch:
     verdicts = {task_id: _task_verdict(task) for task_id, task in tasks.items()}
     info = results.info
     source = Source.model_construct(
-        benchmark=f"tau2-{info.environment_info.domain_name}", format=FORMAT, file=str(path),
-        agent=info.agent_info.implementation, model=info.agent_info.llm,
+        benchmark=f"tau2-{info.environment_info.domain_name}",
+        format=FORMAT,
+        file=str(path),
+        agent=info.agent_info.implementation,
+        model=info.agent_info.llm,
     )
     shared_metadata = {
-        "domain": info.environment_info.domain_name, "policy": info.environment_info.policy,
-        "agent_llm": info.agent_info.llm, "user_llm": info.user_info.llm, "timestamp": results.timestamp,
+        "domain": info.environment_info.domain_name,
+        "policy": info.environment_info.policy,
+        "agent_llm": info.agent_info.llm,
+        "user_llm": info.user_info.llm,
+        "timestamp": results.timestamp,
     }
     for index, raw in enumerate(results.simulations):
         where = f"simulations[{index}]"
@@ -183,15 +202,21 @@ def read(file: InputFile) -> Batch:
             batch.skip(error.json_path, error.reason)
             continue
         task_id = _checked_task_id(batch, simulation, where, tasks, verdicts, task_paths)
-        trajectory = _trajectory(path, simulation, messages, raw.get("reward_info"), task_id, raw_tasks.get(task_id), source, shared_metadata)
+        trajectory = _trajectory(
+            path, simulation, messages, raw.get("reward_info"), task_id, raw_tasks.get(task_id), source, shared_metadata
+        )
         check_tool_results(batch, trajectory.messages, f"{where}.messages")
         batch.trajectories.append(trajectory)
     return batch
 
 
 def _checked_task_id(
-    batch: Batch, simulation: _Simulation, where: str,
-    tasks: dict[str, _Task], verdicts: dict[str, dict[str, list]], task_paths: dict[str, str],
+    batch: Batch,
+    simulation: _Simulation,
+    where: str,
+    tasks: dict[str, _Task],
+    verdicts: dict[str, dict[str, list]],
+    task_paths: dict[str, str],
 ) -> str:
     """The simulation's task id after the cross-reference checks (repaired only when unambiguous)."""
     label = str(simulation.task_id)
@@ -206,7 +231,11 @@ def _checked_task_id(
     matches = [task_id for task_id, verdict in verdicts.items() if recorded and not _disagreements(recorded, verdict)]
     records = [where] + ([task_paths[label]] if label in task_paths else [])
     if len(matches) == 1:
-        batch.flag(records + [task_paths[matches[0]]], f"{problem}; they match task {matches[0]!r} only: task_id set to {matches[0]!r}", True)
+        batch.flag(
+            records + [task_paths[matches[0]]],
+            f"{problem}; they match task {matches[0]!r} only: task_id set to {matches[0]!r}",
+            True,
+        )
         return matches[0]
     candidates = f"{len(matches)} tasks match them" if matches else "no task matches them"
     batch.flag(records, f"{problem}; {candidates}, label kept")
@@ -219,18 +248,35 @@ def _messages(raw_messages: list[Any], where: str) -> list[Message]:
     for index, raw in enumerate(raw_messages):
         if raw.__class__ is not dict:
             raise _message_error(raw, f"{where}.messages[{index}]")
-        role, content, error, raw_calls = raw.get("role"), raw.get("content"), raw.get("error", False), raw.get("tool_calls") or []
+        role, content, error, raw_calls = (
+            raw.get("role"),
+            raw.get("content"),
+            raw.get("error", False),
+            raw.get("tool_calls") or [],
+        )
         call_id = raw.get("id") if role == "tool" else None
-        if (role not in ROLES or not (content is None or content.__class__ is str) or error.__class__ is not bool
-                or raw_calls.__class__ is not list or not (call_id is None or call_id.__class__ is str)):
+        if (
+            role not in ROLES
+            or not (content is None or content.__class__ is str)
+            or error.__class__ is not bool
+            or raw_calls.__class__ is not list
+            or not (call_id is None or call_id.__class__ is str)
+        ):
             raise _message_error(raw, f"{where}.messages[{index}]")
         calls = []
         for call in raw_calls:
             arguments = call.get("arguments", {}) if call.__class__ is dict else None
             if arguments.__class__ is not dict or call.get("name").__class__ is not str:
                 raise _message_error(raw, f"{where}.messages[{index}]")
-            calls.append(construct(ToolCall, {"id": str(call.get("id") or ""), "name": call["name"], "arguments": arguments}))
-        messages.append(construct(Message, {"role": role, "content": content or "", "tool_calls": calls, "tool_call_id": call_id, "error": error}))
+            calls.append(
+                construct(ToolCall, {"id": str(call.get("id") or ""), "name": call["name"], "arguments": arguments})
+            )
+        messages.append(
+            construct(
+                Message,
+                {"role": role, "content": content or "", "tool_calls": calls, "tool_call_id": call_id, "error": error},
+            )
+        )
     return messages
 
 
@@ -249,20 +295,37 @@ def _message_error(raw: Any, at: str) -> RecordError:
     if raw["role"] == "tool" and not isinstance(raw.get("id"), (str, type(None))):
         return RecordError(f"{at}.id", f"a tool result's id should be a string (got {preview(raw['id'])})")
     calls = raw.get("tool_calls") or []
-    bad = next((i for i, c in enumerate(calls) if not (isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("arguments", {}), dict))), 0)
+    bad = next(
+        (
+            i
+            for i, c in enumerate(calls)
+            if not (isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("arguments", {}), dict))
+        ),
+        0,
+    )
     return RecordError(f"{at}.tool_calls[{bad}]", "a tool call should be {id, name: string, arguments: object}")
 
 
 def _trajectory(
-    path: Path, simulation: _Simulation, messages: list[Message], raw_reward_info: Any, task_id: str, raw_task: dict[str, Any] | None,
-    source: Source, shared_metadata: dict[str, Any],
+    path: Path,
+    simulation: _Simulation,
+    messages: list[Message],
+    raw_reward_info: Any,
+    task_id: str,
+    raw_task: dict[str, Any] | None,
+    source: Source,
+    shared_metadata: dict[str, Any],
 ) -> Trajectory:
     reward = simulation.reward_info.reward if simulation.reward_info else None
     task = raw_task or {}
     criteria = task.get("evaluation_criteria") or {}
     return Trajectory.model_construct(
-        id=f"{path.stem}/{simulation.id}", task_id=task_id, trial=simulation.trial, source=source,
-        messages=messages, reward=reward,
+        id=f"{path.stem}/{simulation.id}",
+        task_id=task_id,
+        trial=simulation.trial,
+        source=source,
+        messages=messages,
+        reward=reward,
         success=reward is not None and abs(reward - 1.0) <= SUCCESS_TOLERANCE,
         termination_reason=simulation.termination_reason,
         diagnostics={

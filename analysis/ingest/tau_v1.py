@@ -49,7 +49,12 @@ class _Record(BaseModel):
 def sniff(file: InputFile) -> bool:
     """A non-empty list whose first item has `traj` and `info`."""
     document = file.document()
-    return isinstance(document, list) and bool(document) and isinstance(document[0], dict) and {"traj", "info"} <= document[0].keys()
+    return (
+        isinstance(document, list)
+        and bool(document)
+        and isinstance(document[0], dict)
+        and {"traj", "info"} <= document[0].keys()
+    )
 
 
 def _domain(messages: list[Any]) -> str:
@@ -89,9 +94,14 @@ def read(file: InputFile) -> Batch:
         reward_info = record.info.reward_info
         batch.trajectories.append(
             Trajectory.model_construct(
-                id=f"{path.stem}/{index}", task_id=task_id, trial=record.trial,
-                source=Source.model_construct(benchmark=f"tau-{domain}", format=FORMAT, file=str(path), agent="", model=""),
-                messages=messages, reward=record.reward,
+                id=f"{path.stem}/{index}",
+                task_id=task_id,
+                trial=record.trial,
+                source=Source.model_construct(
+                    benchmark=f"tau-{domain}", format=FORMAT, file=str(path), agent="", model=""
+                ),
+                messages=messages,
+                reward=record.reward,
                 success=record.reward is not None and abs(record.reward - 1.0) <= 1e-6,
                 termination_reason=None,
                 diagnostics={
@@ -105,7 +115,9 @@ def read(file: InputFile) -> Batch:
     return batch
 
 
-def _check_record(batch: Batch, where: str, record: _Record, raw_task: Any, first_seen: dict[str, tuple[str, str]]) -> None:
+def _check_record(
+    batch: Batch, where: str, record: _Record, raw_task: Any, first_seen: dict[str, tuple[str, str]]
+) -> None:
     task_id = str(record.task_id)
     task_text = json.dumps(raw_task, sort_keys=True)
     if task_id not in first_seen:
@@ -116,9 +128,23 @@ def _check_record(batch: Batch, where: str, record: _Record, raw_task: Any, firs
     recorded = reward_info.get("actions")
     if isinstance(recorded, list):
         gold = [_action_key(a.name, a.kwargs) for a in record.info.task.actions if a.name != "respond"]
-        got = [_action_key(a.get("name", ""), a.get("kwargs") or {}) for a in recorded if isinstance(a, dict) and a.get("name") != "respond"]
+        got = [
+            _action_key(a.get("name", ""), a.get("kwargs") or {})
+            for a in recorded
+            if isinstance(a, dict) and a.get("name") != "respond"
+        ]
         if got != gold:
-            batch.flag([f"{where}.info.reward_info.actions", f"{where}.info.task.actions"], "reward_info.actions are not the task's gold actions")
+            batch.flag(
+                [f"{where}.info.reward_info.actions", f"{where}.info.task.actions"],
+                "reward_info.actions are not the task's gold actions",
+            )
     recorded_reward = reward_info.get("reward")
-    if isinstance(recorded_reward, (int, float)) and record.reward is not None and abs(recorded_reward - record.reward) > 1e-6:
-        batch.flag([f"{where}.reward", f"{where}.info.reward_info.reward"], f"reward {record.reward} differs from reward_info.reward {recorded_reward}")
+    if (
+        isinstance(recorded_reward, (int, float))
+        and record.reward is not None
+        and abs(recorded_reward - record.reward) > 1e-6
+    ):
+        batch.flag(
+            [f"{where}.reward", f"{where}.info.reward_info.reward"],
+            f"reward {record.reward} differs from reward_info.reward {recorded_reward}",
+        )

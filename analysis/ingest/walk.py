@@ -10,9 +10,9 @@ source carrying it, so that keep-going lists it like any bad file.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from tracegym.analysis.ingest.formats import RunFolderFormat
 

@@ -18,7 +18,8 @@ reasoning).
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from tracegym.analysis.rules.airline_records import reservations
 from tracegym.analysis.rules.conversation import Conversation, assertions, dicts, listed, mentions
@@ -27,13 +28,20 @@ from tracegym.analysis.rules.domain import Finding
 SEARCHES = frozenset({"search_direct_flight", "search_onestop_flight"})
 _WORDS = ("cheapest", "lowest", "least expensive")  # every match of _CHEAPEST holds one; messages without are skipped
 _CHEAPEST = re.compile(r"\b(?:cheapest|lowest[- ]pric\w*|least expensive|lowest fare)\b", re.IGNORECASE)
-_CABINS = (("basic_economy", re.compile(r"\bbasic economy\b", re.IGNORECASE)),
-           ("economy", re.compile(r"(?<!basic )\beconomy\b", re.IGNORECASE)),
-           ("business", re.compile(r"\bbusiness\b", re.IGNORECASE)))
-_CONDITIONS = re.compile(r"\b\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)|\b(?:morning|afternoon|evening|night|noon|nonstop|"
-                         r"non-stop|direct|layover|connection|o'clock)\b", re.IGNORECASE)
+_CABINS = (
+    ("basic_economy", re.compile(r"\bbasic economy\b", re.IGNORECASE)),
+    ("economy", re.compile(r"(?<!basic )\beconomy\b", re.IGNORECASE)),
+    ("business", re.compile(r"\bbusiness\b", re.IGNORECASE)),
+)
+_CONDITIONS = re.compile(
+    r"\b\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)|\b(?:morning|afternoon|evening|night|noon|nonstop|"
+    r"non-stop|direct|layover|connection|o'clock)\b",
+    re.IGNORECASE,
+)
 
-_DIFFERENCE = re.compile(r"difference|upgrad|additional", re.IGNORECASE)  # also inside JSON keys: estimated_additional_collection
+_DIFFERENCE = re.compile(
+    r"difference|upgrad|additional", re.IGNORECASE
+)  # also inside JSON keys: estimated_additional_collection
 _NUMBER = r"((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)(?!\w|,\d)"  # 1,746 / 725 / 12.50
 _AMOUNT = re.compile(r"(?<![\w.,])" + _NUMBER)
 _PRICED = re.compile(r"(?:\$\s?|:\s*\**\$?)" + _NUMBER)  # "$1,113", '"collection": 192'
@@ -84,8 +92,12 @@ def cheapest_claims(conversation: Conversation) -> Iterator[Finding]:
         rivals = [(f, o[0]) for o in options if o[1] == search and (f := _fare(o[2], cabin)) is not None]
         if fare is not None and rivals and min(rivals)[0] < fare:
             cheaper, which = min(rivals)
-            yield Finding("structured_data_reasoning", index, f"calls {'+'.join(numbers)} (${fare:g} in {cabin}) the cheapest, "
-                                                              f"but the search read lists {'+'.join(which)} at ${cheaper:g}")
+            yield Finding(
+                "structured_data_reasoning",
+                index,
+                f"calls {'+'.join(numbers)} (${fare:g} in {cabin}) the cheapest, "
+                f"but the search read lists {'+'.join(which)} at ${cheaper:g}",
+            )
             return
 
 
@@ -110,15 +122,25 @@ def paid_as_fare(conversation: Conversation) -> Iterator[Finding]:
         if not _DIFFERENCE.search(text):
             continue
         amounts = _amounts(_AMOUNT, text)
-        stated = set().union(*(_amounts(_PRICED, line) for line in text.splitlines() if _DIFFERENCE.search(line) and "+" not in line))
+        stated = set().union(
+            *(_amounts(_PRICED, line) for line in text.splitlines() if _DIFFERENCE.search(line) and "+" not in line)
+        )
         for record in reservations(conversation, index):
             basis = _paid_and_fare(record)
             if basis is None or basis[0] <= 0 or abs(basis[0] - basis[1]) < 0.01:
                 continue
             paid, fare = basis
-            wrong = sorted((new, new - paid) for new in amounts if new - paid > 0 and new - paid in stated and new - fare not in amounts)
+            wrong = sorted(
+                (new, new - paid)
+                for new in amounts
+                if new - paid > 0 and new - paid in stated and new - fare not in amounts
+            )
             if wrong:
                 new, difference = wrong[-1]
-                yield Finding("structured_data_reasoning", index, f"difference ${difference:g} = ${new:g} − ${paid:g}, what "
-                                                                  f"{record.get('reservation_id')} was paid; its fare is ${fare:g}")
+                yield Finding(
+                    "structured_data_reasoning",
+                    index,
+                    f"difference ${difference:g} = ${new:g} − ${paid:g}, what "
+                    f"{record.get('reservation_id')} was paid; its fare is ${fare:g}",
+                )
                 return

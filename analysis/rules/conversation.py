@@ -23,17 +23,27 @@ STOP_TOKENS = ("###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###")
 _AFFIRMATIVE = re.compile(
     r"\b(yes|yeah|yep|yup|sure|okay|ok|confirm(?:ed)?|go ahead|proceed|please do|do it|that['’]?s (?:correct|right|fine)|"
     r"correct|sounds good|i agree|approve[sd]?|let['’]?s do|"
-    r"please (?:cancel|return|exchange|modify|change|book|update|add|remove|process|make|send))\b", re.IGNORECASE)
+    r"please (?:cancel|return|exchange|modify|change|book|update|add|remove|process|make|send))\b",
+    re.IGNORECASE,
+)
 _NEGATIVE_START = re.compile(r"^\s*(no\b|nope\b|not\b|don['’]?t\b|wait\b|actually\b,? no)", re.IGNORECASE)
-_CLOSING = re.compile(r"anything else|further (?:assistance|questions)|have a (?:great|good|nice|wonderful) day|"
-                      r"feel free to (?:reach out|contact)|glad (?:i|we) could help|you['’]?re (?:very )?welcome|"
-                      r"being transferred|transfer(?:ring)? you to a human", re.IGNORECASE)
+_CLOSING = re.compile(
+    r"anything else|further (?:assistance|questions)|have a (?:great|good|nice|wonderful) day|"
+    r"feel free to (?:reach out|contact)|glad (?:i|we) could help|you['’]?re (?:very )?welcome|"
+    r"being transferred|transfer(?:ring)? you to a human",
+    re.IGNORECASE,
+)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
-_CONDITIONAL = re.compile(r"\b(?:if(?! you(?:['’]d| would)? (?:like|wish|want|prefer))|whether|unless)\b|\?\s*$", re.IGNORECASE)
+_CONDITIONAL = re.compile(
+    r"\b(?:if(?! you(?:['’]d| would)? (?:like|wish|want|prefer))|whether|unless)\b|\?\s*$", re.IGNORECASE
+)
 _CLAUSE = re.compile(r"[,;:]|\b(?:but|despite|however|although|though|whereas)\b", re.IGNORECASE)
 _NEGATED = re.compile(r"\b(?:not|never|no|cannot|unable)\b|n[o'’]t\b", re.IGNORECASE)
 _NOW = re.compile(r"current time is (\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})")
-_WISH = re.compile(r"\b(?:i['’]?d like|i would like|i want|i['’]?ll take|i will take|i['’]?ll go with|let['’]?s go with|please)\b", re.IGNORECASE)
+_WISH = re.compile(
+    r"\b(?:i['’]?d like|i would like|i want|i['’]?ll take|i will take|i['’]?ll go with|let['’]?s go with|please)\b",
+    re.IGNORECASE,
+)
 _ASKS = re.compile(r"\b(confirm|shall i|would you like|do you want|let me know|reply with)\b", re.IGNORECASE)
 
 
@@ -70,8 +80,15 @@ def _flat(text: str) -> str:
 @lru_cache(maxsize=8192)
 def _token_pattern(token: str) -> re.Pattern:
     before = r"(?<![\w.])" if re.match(r"\w", token) else ""
-    after = (r"(?:\.0+)?(?!\d|\.\d)" if re.fullmatch(r"\d+", token) else r"(?!\d|\.\d)" if re.fullmatch(r"\d+\.\d+", token)
-             else r"(?!\w)" if re.search(r"\w$", token) else "")
+    after = (
+        r"(?:\.0+)?(?!\d|\.\d)"
+        if re.fullmatch(r"\d+", token)
+        else r"(?!\d|\.\d)"
+        if re.fullmatch(r"\d+\.\d+", token)
+        else r"(?!\w)"
+        if re.search(r"\w$", token)
+        else ""
+    )
     return re.compile(before + re.escape(token) + after)
 
 
@@ -83,7 +100,9 @@ def normal(text: str) -> str:
 
 def is_closing(text: str) -> bool:
     """A sign-off ("Is there anything else I can help you with?") rather than a question awaiting an answer."""
-    return bool(_CLOSING.search(text)) and not re.search(r"\b(confirm|proceed|shall i|would you like me to)\b", text, re.IGNORECASE)
+    return bool(_CLOSING.search(text)) and not re.search(
+        r"\b(confirm|proceed|shall i|would you like me to)\b", text, re.IGNORECASE
+    )
 
 
 def awaits_answer(text: str) -> bool:
@@ -105,9 +124,13 @@ def assertions(text: str, hedges: re.Pattern | None = None) -> list[str]:
     """The clauses of `text` that assert something: from sentences that are no question, no
     condition ("if", "unless", ...) and match none of the caller's `hedges`, the clauses (split at
     commas, "but", "despite", ...) that are not negated."""
-    return [clause.strip() for sentence in sentences(text)
-            if not _CONDITIONAL.search(sentence) and not (hedges and hedges.search(sentence))
-            for clause in _CLAUSE.split(sentence) if clause.strip() and not negated(clause)]
+    return [
+        clause.strip()
+        for sentence in sentences(text)
+        if not _CONDITIONAL.search(sentence) and not (hedges and hedges.search(sentence))
+        for clause in _CLAUSE.split(sentence)
+        if clause.strip() and not negated(clause)
+    ]
 
 
 def negated(text: str) -> bool:
@@ -131,8 +154,11 @@ def gold_action(value: Any) -> dict[str, Any] | None:
     if not isinstance(value, dict) or not isinstance(value.get("name"), str):
         return None
     arguments, keys = value.get("arguments"), value.get("compare_args")
-    return {**value, "arguments": arguments if isinstance(arguments, dict) else {},
-            "compare_args": keys if isinstance(keys, list) and all(isinstance(k, str) for k in keys) else None}
+    return {
+        **value,
+        "arguments": arguments if isinstance(arguments, dict) else {},
+        "compare_args": keys if isinstance(keys, list) and all(isinstance(k, str) for k in keys) else None,
+    }
 
 
 @dataclass(frozen=True)
@@ -157,7 +183,7 @@ class Conversation:
         self.last = len(self.messages) - 1
         self.prior: tuple[dict[str, Any], ...] = ()
 
-    def after(self, actions: list[dict[str, Any]]) -> "Conversation":
+    def after(self, actions: list[dict[str, Any]]) -> Conversation:
         """This conversation with `actions` (the gold actions before the one being checked) taken as
         done; rule modules read records through them (a gold cabin change, then a gold cancellation)."""
         self._index  # computed once, shared by the views
@@ -190,8 +216,11 @@ class Conversation:
         """τ²'s own verdict per gold action (action, matched), when the run recorded one; else []."""
         info = self.trajectory.diagnostics.get("reward_info")
         checks = info.get("action_checks") if isinstance(info, dict) else None
-        return [(action, bool(c.get("action_match"))) for c in (checks if isinstance(checks, list) else [])
-                if isinstance(c, dict) and (action := gold_action(c.get("action"))) is not None]
+        return [
+            (action, bool(c.get("action_match")))
+            for c in (checks if isinstance(checks, list) else [])
+            if isinstance(c, dict) and (action := gold_action(c.get("action"))) is not None
+        ]
 
     @cached_property
     def calls(self) -> list[Call]:
@@ -205,8 +234,17 @@ class Conversation:
             for call in message.tool_calls:
                 at = results.get(call.id) if call.id else None
                 result = self.messages[at] if at is not None else None
-                calls.append(Call(index, call.name, call.arguments, message.role, at,
-                                  parse_output(result.content) if result else None, bool(result and result.error)))
+                calls.append(
+                    Call(
+                        index,
+                        call.name,
+                        call.arguments,
+                        message.role,
+                        at,
+                        parse_output(result.content) if result else None,
+                        bool(result and result.error),
+                    )
+                )
         return calls
 
     @cached_property
@@ -216,8 +254,11 @@ class Conversation:
     def texts(self, role: str, start: int = 0, stop: int | None = None) -> list[tuple[int, str]]:
         """(index, text) of the non-empty messages of `role` in [start, stop)."""
         stop = len(self.messages) if stop is None else stop
-        return [(i, self.messages[i].content) for i in range(max(start, 0), min(stop, len(self.messages)))
-                if self.messages[i].role == role and self.messages[i].content.strip()]
+        return [
+            (i, self.messages[i].content)
+            for i in range(max(start, 0), min(stop, len(self.messages)))
+            if self.messages[i].role == role and self.messages[i].content.strip()
+        ]
 
     def user_text(self, stop: int | None = None) -> str:
         return "\n".join(text for _, text in self.texts("user", 0, stop))
@@ -284,13 +325,17 @@ class Conversation:
         """(result index, object) for every object holding `key` in the tool results before `stop`."""
         return [(at, obj) for at, obj in self._by_key.get(key, ()) if stop is None or at < stop]
 
-    def record(self, key: str, value: Any, stop: int | None = None, first: bool = False,
-               with_key: str | None = None) -> dict | None:
+    def record(
+        self, key: str, value: Any, stop: int | None = None, first: bool = False, with_key: str | None = None
+    ) -> dict | None:
         """The record whose `key` is `value` (and that holds `with_key`, when given) read before
         `stop`: the latest, or with `first` the earliest (the state before the agent changed it)."""
         token = _token(value)
-        found = [obj for _, obj in self.records(key, stop)
-                 if _token(obj.get(key)) == token and (with_key is None or with_key in obj)]
+        found = [
+            obj
+            for _, obj in self.records(key, stop)
+            if _token(obj.get(key)) == token and (with_key is None or with_key in obj)
+        ]
         return (found[0] if first else found[-1]) if found else None
 
     def confirmed(self, index: int, details: list[tuple[str, ...]]) -> tuple[int, int] | None:
@@ -300,16 +345,24 @@ class Conversation:
         whose clause, not negated and in no question, names the details itself, those the proposal
         left to the user's choice included ("$2 per GB; how much?" answered "2 GB, please": choosing
         with the terms in view is agreeing to them); None otherwise."""
+
         def named(text: str, detail: tuple[str, ...]) -> bool:
             return any(mentions(text, alternative) for alternative in detail)
 
         def chooses(answer: str, left_open: list[tuple[str, ...]]) -> bool:
             if _NEGATIVE_START.search(answer):
                 return False
-            wishes = [clause for sentence in sentences(answer) if not sentence.endswith("?") and _WISH.search(sentence)
-                      for clause in _CLAUSE.split(sentence) if not negated(clause)]
-            return any(any(named(clause, detail) for detail in details) and all(named(clause, detail) for detail in left_open)
-                       for clause in wishes)
+            wishes = [
+                clause
+                for sentence in sentences(answer)
+                if not sentence.endswith("?") and _WISH.search(sentence)
+                for clause in _CLAUSE.split(sentence)
+                if not negated(clause)
+            ]
+            return any(
+                any(named(clause, detail) for detail in details) and all(named(clause, detail) for detail in left_open)
+                for clause in wishes
+            )
 
         for proposal, text in reversed(self.texts("assistant", 0, index)):
             answers = self.texts("user", proposal + 1, index)

@@ -22,14 +22,24 @@ from tracegym.analysis.detectors import canonical
 CORRECTIONS: dict[str, dict[str, dict[str, tuple[str, ...]]]] = {
     "airline": {
         "2": {"stale": ("send_certificate:281f394c1b3b",), "added": ()},
-        "7": {"stale": ("update_reservation_flights:85fbbfad551a",), "added": ("update_reservation_flights:1913b5b5036f",)},
+        "7": {
+            "stale": ("update_reservation_flights:85fbbfad551a",),
+            "added": ("update_reservation_flights:1913b5b5036f",),
+        },
         "9": {"stale": ("cancel_reservation:2c7bffacb0e5",), "added": ()},
-        "23": {"stale": ("book_reservation:d7c0408152df", "book_reservation:224e0722439a"),
-               "added": ("book_reservation:197fbe4bad04", "book_reservation:c58c4a7a557e")},
+        "23": {
+            "stale": ("book_reservation:d7c0408152df", "book_reservation:224e0722439a"),
+            "added": ("book_reservation:197fbe4bad04", "book_reservation:c58c4a7a557e"),
+        },
         "27": {"stale": ("send_certificate:8db5189168ba",), "added": ()},
-        "29": {"stale": ("update_reservation_flights:119bf5bc110f", "update_reservation_baggages:3dfe59459311"),
-               "added": ("cancel_reservation:0294d18d3c99", "book_reservation:faeacfe2804d")},
-        "33": {"stale": ("update_reservation_baggages:6fae13cc3883",), "added": ("update_reservation_baggages:483cf28a12e6",)},
+        "29": {
+            "stale": ("update_reservation_flights:119bf5bc110f", "update_reservation_baggages:3dfe59459311"),
+            "added": ("cancel_reservation:0294d18d3c99", "book_reservation:faeacfe2804d"),
+        },
+        "33": {
+            "stale": ("update_reservation_baggages:6fae13cc3883",),
+            "added": ("update_reservation_baggages:483cf28a12e6",),
+        },
         "35": {"stale": ("book_reservation:e0209c9783f3",), "added": ("book_reservation:df15c42f9888",)},
         "37": {"stale": ("cancel_reservation:2c7bffacb0e5",), "added": ()},
         "38": {"stale": ("send_certificate:281f394c1b3b",), "added": ()},
@@ -38,12 +48,31 @@ CORRECTIONS: dict[str, dict[str, dict[str, tuple[str, ...]]]] = {
     "retail": {
         "12": {"stale": ("return_delivered_order_items:c4c86eacf957",), "added": ()},
         "13": {"stale": ("return_delivered_order_items:c4c86eacf957",), "added": ()},
-        "18": {"stale": ("exchange_delivered_order_items:7a95ccb31043",), "added": ("exchange_delivered_order_items:62df119d8813",)},
-        "21": {"stale": ("get_product_details:6603ae568736", "get_product_details:20a2e78f52e2", "get_product_details:6603ae568736"),
-               "added": ("get_item_details:b33c73422c23", "get_item_details:93fde5b5b1bf", "get_item_details:b33c73422c23")},
+        "18": {
+            "stale": ("exchange_delivered_order_items:7a95ccb31043",),
+            "added": ("exchange_delivered_order_items:62df119d8813",),
+        },
+        "21": {
+            "stale": (
+                "get_product_details:6603ae568736",
+                "get_product_details:20a2e78f52e2",
+                "get_product_details:6603ae568736",
+            ),
+            "added": (
+                "get_item_details:b33c73422c23",
+                "get_item_details:93fde5b5b1bf",
+                "get_item_details:b33c73422c23",
+            ),
+        },
         "59": {"stale": ("calculate:1c696cdb44a9",), "added": ()},
-        "91": {"stale": ("exchange_delivered_order_items:662b765ef327",), "added": ("exchange_delivered_order_items:71a6e74cac49",)},
-        "107": {"stale": ("exchange_delivered_order_items:fb77e5c4093b",), "added": ("exchange_delivered_order_items:aed551f185e5",)},
+        "91": {
+            "stale": ("exchange_delivered_order_items:662b765ef327",),
+            "added": ("exchange_delivered_order_items:71a6e74cac49",),
+        },
+        "107": {
+            "stale": ("exchange_delivered_order_items:fb77e5c4093b",),
+            "added": ("exchange_delivered_order_items:aed551f185e5",),
+        },
     },
 }
 SOURCE = "τ²-bench task sets v0.2.0 -> v1.0"
@@ -56,8 +85,12 @@ def fingerprint(name: str, arguments: dict[str, Any]) -> str:
 
 def corrections_between(old_tasks: list[dict], new_tasks: list[dict]) -> dict[str, dict[str, tuple[str, ...]]]:
     """{task id: {"stale", "added"}} for the tasks whose gold actions differ between two task sets."""
+
     def actions(task: dict | None) -> list[str]:
-        return [fingerprint(a["name"], a.get("arguments") or {}) for a in ((task or {}).get("evaluation_criteria") or {}).get("actions") or []]
+        return [
+            fingerprint(a["name"], a.get("arguments") or {})
+            for a in ((task or {}).get("evaluation_criteria") or {}).get("actions") or []
+        ]
 
     new = {str(t["id"]): t for t in new_tasks}
     table = {}

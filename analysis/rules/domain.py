@@ -11,16 +11,55 @@ so a run under a different policy falls back to the generic checks.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from tracegym.analysis.rules.conversation import Call, Conversation, normal
 
 TRANSFER = "transfer_to_human_agents"
-_WRITE_PREFIXES = ("book", "cancel", "update", "modify", "return", "exchange", "send", "create", "delete", "set", "add",
-                   "remove", "change", "suspend", "resume", "refuel", "enable", "disable", "toggle", "reset", "transfer",
-                   "move", "pay", "close", "open", "issue", "apply", "submit", "grant", "revoke", "refund", "purchase",
-                   "order", "schedule", "assign", "edit", "write", "post", "put", "insert")
+_WRITE_PREFIXES = (
+    "book",
+    "cancel",
+    "update",
+    "modify",
+    "return",
+    "exchange",
+    "send",
+    "create",
+    "delete",
+    "set",
+    "add",
+    "remove",
+    "change",
+    "suspend",
+    "resume",
+    "refuel",
+    "enable",
+    "disable",
+    "toggle",
+    "reset",
+    "transfer",
+    "move",
+    "pay",
+    "close",
+    "open",
+    "issue",
+    "apply",
+    "submit",
+    "grant",
+    "revoke",
+    "refund",
+    "purchase",
+    "order",
+    "schedule",
+    "assign",
+    "edit",
+    "write",
+    "post",
+    "put",
+    "insert",
+)
 
 
 @dataclass(frozen=True)
@@ -94,10 +133,16 @@ class Domain:
         """Whether the run's policy holds the sentence a rule implements (or no policy was recorded)."""
         return not conversation.policy or normal(policy) in conversation.policy
 
-    def check_action(self, conversation: Conversation, name: str, arguments: dict[str, Any], before: int) -> list[Finding]:
+    def check_action(
+        self, conversation: Conversation, name: str, arguments: dict[str, Any], before: int
+    ) -> list[Finding]:
         """Every policy rule the write `name(arguments)` breaks, given what was read before `before`."""
-        return [finding for rule in self.action_rules if name in rule.tools and self.applies(conversation, rule.policy)
-                for finding in rule.check(conversation, name, arguments, before)]
+        return [
+            finding
+            for rule in self.action_rules
+            if name in rule.tools and self.applies(conversation, rule.policy)
+            for finding in rule.check(conversation, name, arguments, before)
+        ]
 
     def check_conversation(self, conversation: Conversation) -> Iterator[Finding]:
         for rule in self.conversation_rules:

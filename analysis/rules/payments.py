@@ -4,12 +4,17 @@ an agent that speaks of a kind of method the user's profile does not hold."""
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from tracegym.analysis.rules.conversation import Conversation, dicts, negated, sentences
 from tracegym.analysis.rules.domain import Finding
 
-ORIGINAL_PAYMENT = ("original payment method", "original payment", "same payment method")  # a method named by its history
+ORIGINAL_PAYMENT = (
+    "original payment method",
+    "original payment",
+    "same payment method",
+)  # a method named by its history
 # "your gift card", "your existing PayPal gift card": the last kind named within two words wins
 _YOUR_METHOD = re.compile(r"\byour (?:[\w-]+ ){0,2}(gift card|credit card|paypal|certificate)\b", re.IGNORECASE)
 
@@ -19,8 +24,11 @@ def describe_payment(conversation: Conversation, payment_id: Any) -> tuple[str, 
     "gift card", "paypal"), brand and last four digits; () for anything not in a profile."""
     for _, profile in conversation.records("payment_methods"):
         methods = profile.get("payment_methods")
-        method = methods.get(str(payment_id)) if isinstance(methods, dict) else next(
-            (m for m in dicts(methods) if m.get("id") == payment_id), None)
+        method = (
+            methods.get(str(payment_id))
+            if isinstance(methods, dict)
+            else next((m for m in dicts(methods) if m.get("id") == payment_id), None)
+        )
         if isinstance(method, dict):
             words = [str(method["source"]).replace("_", " ")] if method.get("source") else []
             return tuple(words + [str(method[k]) for k in ("brand", "last_four") if method.get(k)])
@@ -62,7 +70,11 @@ def unheld_methods(conversation: Conversation) -> Iterator[Finding]:
             named = [m.group(1).lower().replace(" ", "_") for m in _YOUR_METHOD.finditer(sentence)]
             missing = [kind for kind in named if kind not in held]
             if missing and not negated(sentence):
-                yield Finding("structured_data_reasoning", index, f"speaks of the user's {missing[0].replace('_', ' ')}, "
-                                                                  f"but the profile holds only {', '.join(sorted(held))}: "
-                                                                  f"{sentence!r}")
+                yield Finding(
+                    "structured_data_reasoning",
+                    index,
+                    f"speaks of the user's {missing[0].replace('_', ' ')}, "
+                    f"but the profile holds only {', '.join(sorted(held))}: "
+                    f"{sentence!r}",
+                )
                 return

@@ -15,17 +15,21 @@ the cent.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from tracegym.analysis.rules.conversation import Call, Conversation
 from tracegym.analysis.rules.domain import Domain, Finding
 
 PER_PERSON = 9  # a stated amount may be a charge divided among this many passengers at most
-_SHARE = re.compile(r"\b(?:per|each|every)\b|/\s?(?:person|passenger|traveler|pax)\b|\b(?:x|×)\s?\d|\d\s?(?:x|×)",
-                    re.IGNORECASE)  # the message speaks of shares: a stated amount may be one
-_STATED = re.compile(r"\b(?:difference|charge[sd]?|charging|refund(?:ed)?|due(?! to)|additional|owe|pay|cost (?:of|for) "
-                     r"(?:the|these|this|your) (?:change|upgrade|modification)s?)\b[^$\n]{0,40}?\$\s?(\d[\d,]*(?:\.\d+)?)",
-                     re.IGNORECASE)
+_SHARE = re.compile(
+    r"\b(?:per|each|every)\b|/\s?(?:person|passenger|traveler|pax)\b|\b(?:x|×)\s?\d|\d\s?(?:x|×)", re.IGNORECASE
+)  # the message speaks of shares: a stated amount may be one
+_STATED = re.compile(
+    r"\b(?:difference|charge[sd]?|charging|refund(?:ed)?|due(?! to)|additional|owe|pay|cost (?:of|for) "
+    r"(?:the|these|this|your) (?:change|upgrade|modification)s?)\b[^$\n]{0,40}?\$\s?(\d[\d,]*(?:\.\d+)?)",
+    re.IGNORECASE,
+)
 _AMOUNT = re.compile(r"\$\s?(\d[\d,]*(?:\.\d+)?)")  # any amount the message names ("$5,700 - $456 = $5,244")
 
 
@@ -42,7 +46,7 @@ def payments(conversation: Conversation, domain: Domain, call: Call) -> list[flo
     if after is None:
         return []
     before = conversation.record(key, call.output[key], call.index, with_key="payment_history") if key else None
-    new = after[len(_history(before) or []):]
+    new = after[len(_history(before) or []) :]
     return [p["amount"] for p in new if isinstance(p, dict) and isinstance(p.get("amount"), (int, float))]
 
 
@@ -71,7 +75,11 @@ def misquoted_charges(conversation: Conversation, domain: Domain) -> Iterator[Fi
         named = {round(float(m.replace(",", "")), 2) for m in _AMOUNT.findall(text)}  # the stated amounts among them
         if charged and not any(abs(s - c / k) < 0.005 for s in named for c in charged for k in shares):
             shown = ", ".join(f"${s:,.2f}" for s in sorted(stated))
-            yield Finding("structured_data_reasoning", index, f"states {shown}, but {', '.join(c.name for c in made)} "
-                                                              f"charged or refunded {', '.join(f'${c:,.2f}' for c in sorted(charged))}: "
-                                                              f"{text}")
+            yield Finding(
+                "structured_data_reasoning",
+                index,
+                f"states {shown}, but {', '.join(c.name for c in made)} "
+                f"charged or refunded {', '.join(f'${c:,.2f}' for c in sorted(charged))}: "
+                f"{text}",
+            )
             return

@@ -6,7 +6,8 @@ write apply to the agent's writes and to the gold actions alike.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from tracegym.analysis.rules import procedures
 from tracegym.analysis.rules.conversation import Call, Conversation, dicts, listed
@@ -15,12 +16,24 @@ from tracegym.analysis.rules.payments import ORIGINAL_PAYMENT, payment_words
 
 CANCEL_REASONS = ("no longer needed", "ordered by mistake")
 AUTHENTICATION = frozenset({"find_user_id_by_email", "find_user_id_by_name_zip"})
-PENDING_ONLY = frozenset({"cancel_pending_order", "modify_pending_order_address", "modify_pending_order_items",
-                          "modify_pending_order_payment"})
+PENDING_ONLY = frozenset(
+    {
+        "cancel_pending_order",
+        "modify_pending_order_address",
+        "modify_pending_order_items",
+        "modify_pending_order_payment",
+    }
+)
 DELIVERED_ONLY = frozenset({"return_delivered_order_items", "exchange_delivered_order_items"})
 ONCE_PER_ORDER = frozenset({"modify_pending_order_items", "exchange_delivered_order_items"})
 WRITES = PENDING_ONLY | DELIVERED_ONLY | {"modify_user_address"}
-ALL_ITEMS = ("all items", "all the items", "all of the items", "every item", "everything")  # how a whole-order return is named
+ALL_ITEMS = (
+    "all items",
+    "all the items",
+    "all of the items",
+    "every item",
+    "everything",
+)  # how a whole-order return is named
 
 
 def order(conversation: Conversation, order_id: Any, before: int, first: bool = False) -> dict | None:
@@ -34,21 +47,30 @@ def describe(conversation: Conversation, item_id: Any) -> list[Any]:
         if str(obj.get("item_id")) == str(item_id):
             options = obj.get("options")
             words += [obj.get("name"), *(options.values() if isinstance(options, dict) else ())]
-    return list(dict.fromkeys(w for w in words if isinstance(w, (str, int, float)) and not isinstance(w, bool) and str(w)))
+    return list(
+        dict.fromkeys(w for w in words if isinstance(w, (str, int, float)) and not isinstance(w, bool) and str(w))
+    )
 
 
 def _status(conversation: Conversation, name: str, arguments: dict, before: int) -> Iterator[Finding]:
     record = order(conversation, arguments.get("order_id"), before, first=True)
     wanted = "pending" if name in PENDING_ONLY else "delivered"
     if record is not None and record.get("status") != wanted:
-        yield Finding("policy_compliance", before, f"{name}({record['order_id']}): the order is {record.get('status')!r}, "
-                                                   f"the policy allows this only for {wanted} orders")
+        yield Finding(
+            "policy_compliance",
+            before,
+            f"{name}({record['order_id']}): the order is {record.get('status')!r}, "
+            f"the policy allows this only for {wanted} orders",
+        )
 
 
 def _cancel_reason(conversation: Conversation, name: str, arguments: dict, before: int) -> Iterator[Finding]:
     if str(arguments.get("reason", "")).lower() not in CANCEL_REASONS:
-        yield Finding("policy_compliance", before, f"{name}: reason {arguments.get('reason')!r} is not one the policy "
-                                                   f"accepts ({' or '.join(CANCEL_REASONS)})")
+        yield Finding(
+            "policy_compliance",
+            before,
+            f"{name}: reason {arguments.get('reason')!r} is not one the policy accepts ({' or '.join(CANCEL_REASONS)})",
+        )
 
 
 def _refund_method(conversation: Conversation, name: str, arguments: dict, before: int) -> Iterator[Finding]:
@@ -56,22 +78,36 @@ def _refund_method(conversation: Conversation, name: str, arguments: dict, befor
     method = str(arguments.get("payment_method_id", ""))
     if record is None or method.startswith("gift_card"):
         return
-    original = {str(p.get("payment_method_id")) for p in dicts(record.get("payment_history")) if p.get("transaction_type") == "payment"}
+    original = {
+        str(p.get("payment_method_id"))
+        for p in dicts(record.get("payment_history"))
+        if p.get("transaction_type") == "payment"
+    }
     if original and method not in original:
-        yield Finding("policy_compliance", before, f"{name}({record['order_id']}): refund to {method}, neither the "
-                                                   f"original payment ({', '.join(sorted(map(str, original)))}) nor a gift card")
+        yield Finding(
+            "policy_compliance",
+            before,
+            f"{name}({record['order_id']}): refund to {method}, neither the "
+            f"original payment ({', '.join(sorted(map(str, original)))}) nor a gift card",
+        )
 
 
 def _new_items(conversation: Conversation, name: str, arguments: dict, before: int) -> Iterator[Finding]:
     """Each new item an available variant of the product it replaces."""
     variants = {str(obj["item_id"]): obj for _, obj in conversation.records("available", before) if "item_id" in obj}
-    product_of = {str(obj["item_id"]): obj.get("product_id") for _, obj in conversation.records("product_id", before)
-                  if "item_id" in obj}
+    product_of = {
+        str(obj["item_id"]): obj.get("product_id")
+        for _, obj in conversation.records("product_id", before)
+        if "item_id" in obj
+    }
     for variant_id in listed(arguments.get("new_item_ids")):
         variant = variants.get(str(variant_id))
         if variant is not None and variant.get("available") is False:
-            yield Finding("structured_data_reasoning", before, f"{name}: new item {variant_id} is not available "
-                                                               f"({variant.get('options')})")
+            yield Finding(
+                "structured_data_reasoning",
+                before,
+                f"{name}: new item {variant_id} is not available ({variant.get('options')})",
+            )
     for old, new in zip(listed(arguments.get("item_ids")), listed(arguments.get("new_item_ids"))):
         products = [product_of.get(str(old)), _product_of_variant(conversation, new, before)]
         if None not in products and len(set(map(str, products))) > 1:
@@ -91,8 +127,11 @@ def _authenticated_first(conversation: Conversation) -> Iterator[Finding]:
         if call.name in AUTHENTICATION and not call.error:
             return
         if call.name in WRITES:
-            yield Finding("policy_compliance", call.index, f"{call.name} before the user was authenticated by email "
-                                                           "or name and zip")
+            yield Finding(
+                "policy_compliance",
+                call.index,
+                f"{call.name} before the user was authenticated by email or name and zip",
+            )
             return
 
 
@@ -134,16 +173,30 @@ DOMAIN = Domain(
     confirmation=confirmation,
     confirmation_policy="you must list the action details and obtain explicit user confirmation (yes) to proceed",
     action_rules=(
-        ActionRule("Generally, you can only take action on pending or delivered orders.", WRITES - {"modify_user_address"}, _status),
-        ActionRule("The user needs to confirm the order id and the reason (either 'no longer needed' or 'ordered by mistake')",
-                   frozenset({"cancel_pending_order"}), _cancel_reason),
-        ActionRule("The refund must either go to the original payment method, or an existing gift card.",
-                   frozenset({"return_delivered_order_items"}), _refund_method),
-        ActionRule("each item can be modified to an available new item of the same product", ONCE_PER_ORDER, _new_items),
+        ActionRule(
+            "Generally, you can only take action on pending or delivered orders.",
+            WRITES - {"modify_user_address"},
+            _status,
+        ),
+        ActionRule(
+            "The user needs to confirm the order id and the reason (either 'no longer needed' or 'ordered by mistake')",
+            frozenset({"cancel_pending_order"}),
+            _cancel_reason,
+        ),
+        ActionRule(
+            "The refund must either go to the original payment method, or an existing gift card.",
+            frozenset({"return_delivered_order_items"}),
+            _refund_method,
+        ),
+        ActionRule(
+            "each item can be modified to an available new item of the same product", ONCE_PER_ORDER, _new_items
+        ),
     ),
     conversation_rules=(
-        ConversationRule("you have to authenticate the user identity by locating their user id via email, or via name + zip code",
-                         _authenticated_first),
+        ConversationRule(
+            "you have to authenticate the user identity by locating their user id via email, or via name + zip code",
+            _authenticated_first,
+        ),
         ConversationRule("Exchange or modify order tools can only be called once per order.", _once_per_order),
         procedures.RULE,
     ),

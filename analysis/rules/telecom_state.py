@@ -12,15 +12,22 @@ plan's limit plus what was refuelled.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from tracegym.analysis.rules.conversation import Conversation
 
 MESSAGING_NEEDS = frozenset({"sms", "storage"})  # "the messaging app needs ... storage ... and sms"
 _SWITCHES = {  # fault -> (state shown in an output, the values meaning the fault is present)
-    "data roaming off": (re.compile(r"Data Roaming(?: Enabled:| is now) (Yes|No|ON|OFF)\b", re.IGNORECASE), {"no", "off"}),
+    "data roaming off": (
+        re.compile(r"Data Roaming(?: Enabled:| is now) (Yes|No|ON|OFF)\b", re.IGNORECASE),
+        {"no", "off"},
+    ),
     "airplane mode on": (re.compile(r"Airplane Mode(?::| is now) (ON|OFF)\b", re.IGNORECASE), {"on"}),
-    "mobile data off": (re.compile(r"Mobile Data(?: Enabled:| is now) (Yes|No|ON|OFF)\b", re.IGNORECASE), {"no", "off"}),
+    "mobile data off": (
+        re.compile(r"Mobile Data(?: Enabled:| is now) (Yes|No|ON|OFF)\b", re.IGNORECASE),
+        {"no", "off"},
+    ),
     "Wi-Fi Calling on": (re.compile(r"Wi-Fi Calling is (?:currently turned |now )?(ON|OFF)\b", re.IGNORECASE), {"on"}),
     "MMSC URL not set": (re.compile(r"MMSC URL \(for picture messages\): (Not Set|\S+)", re.IGNORECASE), {"not set"}),
 }
@@ -43,13 +50,25 @@ def _permissions(text: str, held: set[str] | None) -> set[str] | None:
 def exceeded_lines(conversation: Conversation, before: int | None = None) -> dict[str, str]:
     """{line id: "used U GB of L GB (+R refuelled)"} for every line whose record, read before
     `before`, shows data usage above its plan's limit (the plan's record read too) plus refuels."""
-    limits = {str(obj["plan_id"]): obj["data_limit_gb"] for _, obj in conversation.records("data_limit_gb", before)
-              if "plan_id" in obj and isinstance(obj.get("data_limit_gb"), (int, float))}
+    limits = {
+        str(obj["plan_id"]): obj["data_limit_gb"]
+        for _, obj in conversation.records("data_limit_gb", before)
+        if "plan_id" in obj and isinstance(obj.get("data_limit_gb"), (int, float))
+    }
     lines = {str(obj["line_id"]): obj for _, obj in conversation.records("data_used_gb", before) if "line_id" in obj}
     found = {}
     for line_id, line in lines.items():
-        used, refuelled, limit = line.get("data_used_gb"), line.get("data_refueling_gb") or 0, limits.get(str(line.get("plan_id")))
-        if isinstance(used, (int, float)) and isinstance(refuelled, (int, float)) and limit is not None and used > limit + refuelled:
+        used, refuelled, limit = (
+            line.get("data_used_gb"),
+            line.get("data_refueling_gb") or 0,
+            limits.get(str(line.get("plan_id"))),
+        )
+        if (
+            isinstance(used, (int, float))
+            and isinstance(refuelled, (int, float))
+            and limit is not None
+            and used > limit + refuelled
+        ):
             found[line_id] = f"used {used} GB of {limit} GB (+{refuelled} refuelled)"
     return found
 
@@ -69,9 +88,14 @@ def faults(conversation: Conversation, before: int, lines: set[str]) -> dict[str
         held = _permissions(text, held)
         if call.name == "enable_roaming" and str(call.arguments.get("line_id")) in lines:
             state["line roaming not enabled"] = None
-        if isinstance(call.output, dict) and str(call.output.get("line_id")) in lines and "roaming_enabled" in call.output:
-            state["line roaming not enabled"] = (None if call.output["roaming_enabled"]
-                                                 else f"line {call.output['line_id']}: roaming_enabled false")
+        if (
+            isinstance(call.output, dict)
+            and str(call.output.get("line_id")) in lines
+            and "roaming_enabled" in call.output
+        ):
+            state["line roaming not enabled"] = (
+                None if call.output["roaming_enabled"] else f"line {call.output['line_id']}: roaming_enabled false"
+            )
     if held is not None and not MESSAGING_NEEDS <= held:
         state["messaging permissions missing"] = f"messaging app permissions: {', '.join(sorted(held)) or 'none'}"
     for line_id, usage in exceeded_lines(conversation, before).items():

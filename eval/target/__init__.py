@@ -52,5 +52,18 @@ from tracegym.eval.target.kinds import CAPABILITIES, KINDS, list_tasks
 from tracegym.eval.target.runs import play_oracle, play_turns, write_runs
 from tracegym.eval.target.tasks import SPLITS, Task, split_seeds
 
-__all__ = ["CAPABILITIES", "KINDS", "SPLITS", "EpisodeRecord", "Task", "TargetConfig", "TargetEnvironment", "list_tasks",
-           "make_target", "play_oracle", "play_turns", "split_seeds", "write_runs"]
+__all__ = [
+    "CAPABILITIES",
+    "KINDS",
+    "SPLITS",
+    "EpisodeRecord",
+    "Task",
+    "TargetConfig",
+    "TargetEnvironment",
+    "list_tasks",
+    "make_target",
+    "play_oracle",
+    "play_turns",
+    "split_seeds",
+    "write_runs",
+]

@@ -44,7 +44,7 @@ def iso(day: date) -> str:
 
 
 def pool_of(guest_index: int) -> str:
-    """"heldout" for 40 of every 100 guests (index mod 5 in {3, 4}), else "train"."""
+    """ "heldout" for 40 of every 100 guests (index mod 5 in {3, 4}), else "train"."""
     return "heldout" if guest_index % 5 >= 3 else "train"
 
 
@@ -85,7 +85,9 @@ class Changes:
 
     def guest_reservations(self, db: Database, guest_id: str) -> list[str]:
         """The guest's reservation ids: the database's, then the ones created in this episode."""
-        created = [rid for rid, r in self.reservations.items() if rid not in db.reservations and r["guest_id"] == guest_id]
+        created = [
+            rid for rid, r in self.reservations.items() if rid not in db.reservations and r["guest_id"] == guest_id
+        ]
         return db.guests[guest_id]["reservations"] + created
 
     def balance(self, method: dict[str, Any]) -> float:
@@ -96,7 +98,9 @@ class Changes:
 
     def snapshot(self, db: Database) -> dict[str, Any]:
         """The final database as its differences from `db` (records equal to the original dropped)."""
-        originals = {m["id"]: m["balance"] for g in db.guests.values() for m in g["payment_methods"] if m["type"] == "gift_card"}
+        originals = {
+            m["id"]: m["balance"] for g in db.guests.values() for m in g["payment_methods"] if m["type"] == "gift_card"
+        }
         return {
             "reservations": {rid: r for rid, r in sorted(self.reservations.items()) if r != db.reservations.get(rid)},
             "balances": {mid: b for mid, b in sorted(self.balances.items()) if b != originals.get(mid)},
@@ -135,8 +139,11 @@ def _hotels(rng: random.Random) -> dict[str, dict[str, Any]]:
         for name in HOTEL_NAMES[city]:
             stars = rng.randint(2, 5)
             standard = 40 + 35 * stars + rng.randint(-10, 25)
-            rates = {"standard": standard, "deluxe": round(standard * rng.uniform(1.3, 1.6)),
-                     "suite": round(standard * rng.uniform(2.0, 2.8))}
+            rates = {
+                "standard": standard,
+                "deluxe": round(standard * rng.uniform(1.3, 1.6)),
+                "suite": round(standard * rng.uniform(2.0, 2.8)),
+            }
             hotel_id = name.lower().replace("-", "_").replace(" ", "_")
             hotels[hotel_id] = {"hotel_id": hotel_id, "name": name, "city": city, "stars": stars, "rates": rates}
     return hotels
@@ -151,13 +158,32 @@ def _guest(rng: random.Random, guests: dict[str, dict[str, Any]]) -> dict[str, A
         email = f"{first}.{last}{rng.randrange(10, 100)}@example.com"
         if guest_id not in guests and email not in emails:
             break
-    methods = [{"id": f"credit_card_{rng.randrange(10**6, 10**7)}", "type": "credit_card", "brand": rng.choice(_BRANDS),
-                "last4": f"{rng.randrange(10000):04d}"} for _ in range(rng.randint(1, 2))]
+    methods = [
+        {
+            "id": f"credit_card_{rng.randrange(10**6, 10**7)}",
+            "type": "credit_card",
+            "brand": rng.choice(_BRANDS),
+            "last4": f"{rng.randrange(10000):04d}",
+        }
+        for _ in range(rng.randint(1, 2))
+    ]
     if rng.random() < 0.4:
-        methods.append({"id": f"gift_card_{rng.randrange(10**6, 10**7)}", "type": "gift_card",
-                        "balance": round(rng.uniform(100, 1500), 2)})
+        methods.append(
+            {
+                "id": f"gift_card_{rng.randrange(10**6, 10**7)}",
+                "type": "gift_card",
+                "balance": round(rng.uniform(100, 1500), 2),
+            }
+        )
     tier = rng.choice(("basic", "basic", "basic", "silver", "silver", "gold"))
-    return {"guest_id": guest_id, "name": name, "email": email, "tier": tier, "payment_methods": methods, "reservations": []}
+    return {
+        "guest_id": guest_id,
+        "name": name,
+        "email": email,
+        "tier": tier,
+        "payment_methods": methods,
+        "reservations": [],
+    }
 
 
 def _stays(rng: random.Random, hotels: dict[str, dict[str, Any]], guest: dict[str, Any]) -> list[dict[str, Any]]:
@@ -172,30 +198,64 @@ def _stays(rng: random.Random, hotels: dict[str, dict[str, Any]], guest: dict[st
         booked = check_in - timedelta(days=rng.randint(3, 90))
         if booked >= TODAY:
             booked = TODAY - timedelta(days=rng.randint(1, 60))
-        return {"reservation_id": "", "guest_id": guest["guest_id"], "hotel_id": hotel_id, "hotel_name": hotel["name"],
-                "city": hotel["city"], "room_type": room, "check_in": iso(check_in), "check_out": iso(check_in + timedelta(days=nights)),
-                "nights": nights, "nightly_rate": rate, "total": rate * nights,
-                "rate_plan": "flexible" if rng.random() < flexible_share else "non_refundable", "status": status,
-                "payment_method_id": rng.choice(guest["payment_methods"])["id"], "booked_on": iso(booked)}
+        return {
+            "reservation_id": "",
+            "guest_id": guest["guest_id"],
+            "hotel_id": hotel_id,
+            "hotel_name": hotel["name"],
+            "city": hotel["city"],
+            "room_type": room,
+            "check_in": iso(check_in),
+            "check_out": iso(check_in + timedelta(days=nights)),
+            "nights": nights,
+            "nightly_rate": rate,
+            "total": rate * nights,
+            "rate_plan": "flexible" if rng.random() < flexible_share else "non_refundable",
+            "status": status,
+            "payment_method_id": rng.choice(guest["payment_methods"])["id"],
+            "booked_on": iso(booked),
+        }
 
     for _ in range(rng.randint(1, 2)):  # past stays
-        stays.append(stay(rng.choice(hotel_ids), TODAY - timedelta(days=rng.randint(8, 200)), rng.randint(1, 6),
-                          "completed" if rng.random() < 0.85 else "cancelled", 0.65))
+        stays.append(
+            stay(
+                rng.choice(hotel_ids),
+                TODAY - timedelta(days=rng.randint(8, 200)),
+                rng.randint(1, 6),
+                "completed" if rng.random() < 0.85 else "cancelled",
+                0.65,
+            )
+        )
     for _ in range(rng.randint(1, 3)):  # upcoming stays
-        stays.append(stay(rng.choice(hotel_ids), TODAY + timedelta(days=rng.randint(2, 150)), rng.randint(1, 6),
-                          "confirmed" if rng.random() < 0.9 else "cancelled", 0.65))
+        stays.append(
+            stay(
+                rng.choice(hotel_ids),
+                TODAY + timedelta(days=rng.randint(2, 150)),
+                rng.randint(1, 6),
+                "confirmed" if rng.random() < 0.9 else "cancelled",
+                0.65,
+            )
+        )
     if rng.random() < 0.5:  # a trip: 2-3 consecutive stays in one city
         city = rng.choice(CITIES)
         check_in = TODAY + timedelta(days=rng.randint(5, 120))
         for _ in range(rng.randint(2, 3)):
             nights = rng.randint(1, 3)
-            stays.append(stay(rng.choice([h for h in hotel_ids if hotels[h]["city"] == city]), check_in, nights, "confirmed", 0.8))
+            stays.append(
+                stay(
+                    rng.choice([h for h in hotel_ids if hotels[h]["city"] == city]), check_in, nights, "confirmed", 0.8
+                )
+            )
             check_in += timedelta(days=nights)
     if rng.random() < 0.25:  # checking in tomorrow
         stays.append(stay(rng.choice(hotel_ids), TODAY + timedelta(days=1), rng.randint(1, 4), "confirmed", 0.7))
     if rng.random() < 0.15:  # in progress
         started = rng.randint(0, 2)
-        stays.append(stay(rng.choice(hotel_ids), TODAY - timedelta(days=started), started + rng.randint(1, 3), "checked_in", 0.65))
+        stays.append(
+            stay(
+                rng.choice(hotel_ids), TODAY - timedelta(days=started), started + rng.randint(1, 3), "checked_in", 0.65
+            )
+        )
     return stays
 
 

@@ -33,12 +33,20 @@ from tracegym.environment import StepResult
 from tracegym.eval.target.config import TargetConfig
 from tracegym.eval.target.database import Changes, database
 from tracegym.eval.target.grading import grade
-from tracegym.eval.target.kinds import make_task
 from tracegym.eval.target.handbook import CLOSING, HANDBOOK, WRITE_TOOLS
+from tracegym.eval.target.kinds import make_task
 from tracegym.eval.target.tasks import Task
 from tracegym.eval.target.tools import DeskTools, Ledger
-from tracegym.eval.target.users import (GIVE_UP, MAX_REPLIES, Conversation, ModelUser, ScriptedUser, UserSimulator,
-                                        ends_conversation, is_affirmative)
+from tracegym.eval.target.users import (
+    GIVE_UP,
+    MAX_REPLIES,
+    Conversation,
+    ModelUser,
+    ScriptedUser,
+    UserSimulator,
+    ends_conversation,
+    is_affirmative,
+)
 from tracegym.schema import Message, ToolCall
 from tracegym.synth_envs.base import Environment
 from tracegym.synth_envs.cache import BoundedCache
@@ -102,8 +110,12 @@ class TargetEnvironment(DeskTools, Environment):
 
     @property
     def system_prompt(self) -> str:
-        return self.prompts.get(self.key, lambda: tools_system_prompt(self.instructions, self.tools, CLOSING,
-                                                                      compact=self.config.prompt == "compact"))
+        return self.prompts.get(
+            self.key,
+            lambda: tools_system_prompt(
+                self.instructions, self.tools, CLOSING, compact=self.config.prompt == "compact"
+            ),
+        )
 
     def task(self, seed: int) -> Task:
         """The task of `seed` (without starting an episode)."""
@@ -179,11 +191,16 @@ class TargetEnvironment(DeskTools, Environment):
         """Record the turn's calls, each with an id unique in the episode, and the errors that
         answer its unreadable ones (the base class answers those first, without `_answer`)."""
         number = self.turns + 1
-        invalid = [ToolCall(id=f"turn{number}_invalid_{i}", name=INVALID_CALL, arguments={"raw": e.raw}) for i, e in enumerate(turn.errors)]
+        invalid = [
+            ToolCall(id=f"turn{number}_invalid_{i}", name=INVALID_CALL, arguments={"raw": e.raw})
+            for i, e in enumerate(turn.errors)
+        ]
         calls = [ToolCall(id=f"turn{number}_{c.id}", name=c.name, arguments=c.arguments) for c in turn.calls]
         self.state.transcript.append(Message(role="assistant", content=turn.text, tool_calls=invalid + calls))
         for call, error in zip(invalid, turn.errors):
-            self.state.transcript.append(Message(role="tool", content=f"error: {error.reason}", tool_call_id=call.id, error=True))
+            self.state.transcript.append(
+                Message(role="tool", content=f"error: {error.reason}", tool_call_id=call.id, error=True)
+            )
 
     def _answer(self, call: ToolCall) -> str:
         """Answer one call (base class), recording its result and whether a write had the guest's yes."""
@@ -215,7 +232,9 @@ class TargetEnvironment(DeskTools, Environment):
         if replies >= MAX_REPLIES:
             reply = GIVE_UP
         else:
-            reply = self.user.reply(Conversation(self.world, st.conversation, st.writes > 0, bool(st.changes.transfers)))
+            reply = self.user.reply(
+                Conversation(self.world, st.conversation, st.writes > 0, bool(st.changes.transfers))
+            )
         st.conversation.append(("guest", reply))
         st.transcript.append(Message(role="user", content=reply))
         st.authorised = is_affirmative(reply)
@@ -235,7 +254,9 @@ class TargetEnvironment(DeskTools, Environment):
         st = self.state
         if not self.ended or st.reward_info is None or st.termination is None:
             raise RuntimeError(f"{self.name}: the episode has not ended")
-        return EpisodeRecord(self.world, list(st.transcript), st.reward_info["reward"], st.reward_info, st.termination, trial)
+        return EpisodeRecord(
+            self.world, list(st.transcript), st.reward_info["reward"], st.reward_info, st.termination, trial
+        )
 
 
 def make_target(config: TargetConfig | None = None) -> TargetEnvironment:
@@ -243,4 +264,3 @@ def make_target(config: TargetConfig | None = None) -> TargetEnvironment:
     config = config if config is not None else TargetConfig()
     user = ModelUser(config.user_url or "", config.user_model, config.user_timeout) if config.user == "model" else None
     return TargetEnvironment(config, user)
-

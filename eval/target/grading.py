@@ -47,8 +47,15 @@ def communicated(info: str, messages: list[str]) -> tuple[bool, str]:
     return False, f"'{info}' is stated in none of the agent's {len(messages)} messages to the guest"
 
 
-def grade(task: Task, db: Database, final: Changes, gold: Changes, calls: list[ToolCall], said: list[str],
-          unconfirmed: list[str]) -> dict[str, Any]:
+def grade(
+    task: Task,
+    db: Database,
+    final: Changes,
+    gold: Changes,
+    calls: list[ToolCall],
+    said: list[str],
+    unconfirmed: list[str],
+) -> dict[str, Any]:
     """The τ²-style `reward_info` of an episode: `final` and `gold` are the episode's and the gold
     changes, `calls` the agent's tool calls, `said` its messages to the guest, `unconfirmed` the
     writes it made without the guest's yes."""
@@ -56,13 +63,18 @@ def grade(task: Task, db: Database, final: Changes, gold: Changes, calls: list[T
     action_checks = []
     for index, action in enumerate(task.actions):
         matched = any(action.matches(call) for call in calls)
-        action_checks.append({"action": action.tau2(f"{task.id}_{index}"), "action_match": matched, "action_reward": float(matched)})
+        action_checks.append(
+            {"action": action.tau2(f"{task.id}_{index}"), "action_match": matched, "action_reward": float(matched)}
+        )
     communicate_checks = []
     for info in task.communicate:
         met, why = communicated(info, said)
         communicate_checks.append({"info": info, "met": met, "justification": why})
-    why = ("every write followed the guest's yes" if not unconfirmed
-           else f"written without the guest's yes: {'; '.join(unconfirmed)}")
+    why = (
+        "every write followed the guest's yes"
+        if not unconfirmed
+        else f"written without the guest's yes: {'; '.join(unconfirmed)}"
+    )
     nl_assertions = [{"nl_assertion": CONFIRMATION, "met": not unconfirmed, "justification": why}]
     breakdown = {
         "DB": float(db_match),

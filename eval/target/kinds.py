@@ -27,15 +27,24 @@ have no write among their gold actions and a rule id to communicate.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from datetime import date, timedelta
-from typing import Any, Callable
+from typing import Any
 
 from tracegym.eval.target.config import HELDOUT_BASE, TargetConfig
 from tracegym.eval.target.database import TODAY, Database, database, iso
 from tracegym.eval.target.handbook import TRANSFER_MESSAGE
 from tracegym.eval.target.tasks import Draw, GoldAction, Task, split_of, split_seeds
 
-KINDS = ("cancel_reservation", "change_dates", "book_cheapest", "cancel_trip", "change_room", "policy_exception", "billing_dispute")
+KINDS = (
+    "cancel_reservation",
+    "change_dates",
+    "book_cheapest",
+    "cancel_trip",
+    "change_room",
+    "policy_exception",
+    "billing_dispute",
+)
 CAPABILITIES = {
     "cancel_reservation": ("precondition_verification",),
     "change_dates": ("tool_calling_precision",),
@@ -153,16 +162,34 @@ def texts(turns: list[Turn]) -> tuple[str, ...]:
     return tuple(t.text if isinstance(t, GoldAction) else t for t in turns)
 
 
-def build(draw: Draw, kind: str, guest: dict[str, Any], reason: str, *, facts: dict[str, str], actions: list[GoldAction],
-          communicate: list[str], oracle: list[Turn], wrong: list[list[Turn]], hint: str, confirm_answer: bool = True,
-          decline: str = "", pushback: str | None = None, notes: dict[str, Any] | None = None) -> Task:
+def build(
+    draw: Draw,
+    kind: str,
+    guest: dict[str, Any],
+    reason: str,
+    *,
+    facts: dict[str, str],
+    actions: list[GoldAction],
+    communicate: list[str],
+    oracle: list[Turn],
+    wrong: list[list[Turn]],
+    hint: str,
+    confirm_answer: bool = True,
+    decline: str = "",
+    pushback: str | None = None,
+    notes: dict[str, Any] | None = None,
+) -> Task:
     """A Task from a kind's parts; the request states who the guest is, then `reason`."""
     name, email = guest["name"], guest["email"]
     if pushback is not None:
         behaviour = f'If the agent refuses, push back once: "{pushback}" If it refuses again, accept it.'
     else:
         behaviour = "If the agent refuses, accept it."
-    answer = "When the agent asks you to confirm, answer yes." if confirm_answer else f"When the agent asks you to confirm, decline: {decline}"
+    answer = (
+        "When the agent asks you to confirm, answer yes."
+        if confirm_answer
+        else f"When the agent asks you to confirm, decline: {decline}"
+    )
     scenario = {
         "domain": "hotel",
         "reason_for_call": reason,
@@ -171,11 +198,24 @@ def build(draw: Draw, kind: str, guest: dict[str, Any], reason: str, *, facts: d
         "task_instructions": f"{answer} {behaviour} End the conversation once the agent has reported the outcome.",
     }
     return Task(
-        id=f"{kind}-{draw.seed}", seed=draw.seed, split=draw.split, kind=kind, capabilities=CAPABILITIES[kind],
-        guest_id=guest["guest_id"], request=f"Hi, I'm {name} ({email}). {reason}",
-        facts={"email": f"My email is {email}.", "name": f"My name is {name}.", **facts}, scenario=scenario,
-        actions=tuple(actions), communicate=tuple(communicate), oracle=texts(oracle),
-        wrong=tuple(texts(w) for w in wrong), hint=hint, confirm=confirm_answer, pushback=pushback, notes=notes or {})
+        id=f"{kind}-{draw.seed}",
+        seed=draw.seed,
+        split=draw.split,
+        kind=kind,
+        capabilities=CAPABILITIES[kind],
+        guest_id=guest["guest_id"],
+        request=f"Hi, I'm {name} ({email}). {reason}",
+        facts={"email": f"My email is {email}.", "name": f"My name is {name}.", **facts},
+        scenario=scenario,
+        actions=tuple(actions),
+        communicate=tuple(communicate),
+        oracle=texts(oracle),
+        wrong=tuple(texts(w) for w in wrong),
+        hint=hint,
+        confirm=confirm_answer,
+        pushback=pushback,
+        notes=notes or {},
+    )
 
 
 # -- the kinds ----------------------------------------------------------------------------------
@@ -187,17 +227,28 @@ def cancel_reservation(draw: Draw) -> Task:
     db = draw.db
     variant, ordinal = variant_of(draw, CANCEL_VARIANTS)
     rule = None if variant == "ok" else variant
-    candidates = reservations_of(draw, lambda r: broken_cancel_rule(r) == rule and r["status"] != "cancelled"
-                                 and (rule is None or r["rate_plan"] == "flexible" or rule == "C2"))
+    candidates = reservations_of(
+        draw,
+        lambda r: (
+            broken_cancel_rule(r) == rule
+            and r["status"] != "cancelled"
+            and (rule is None or r["rate_plan"] == "flexible" or rule == "C2")
+        ),
+    )
     r = db.reservations[draw.pick(f"cancel-{variant}", candidates, ordinal)]
     guest, rid = db.guests[r["guest_id"]], r["reservation_id"]
     gold = [authenticate(guest), read(rid)]
-    other = next((s["reservation_id"] for s in stays(db, guest) if s["reservation_id"] != rid and s["status"] != "cancelled"), None)
+    other = next(
+        (s["reservation_id"] for s in stays(db, guest) if s["reservation_id"] != rid and s["status"] != "cancelled"),
+        None,
+    )
     if rule is None:
         cancel = act("cancel_reservation", reservation_id=rid)
-        ask = confirm(f"Reservation {rid} at the {r['hotel_name']} ({r['check_in']} to {r['check_out']}, {r['room_type']} room, "
-                      f"flexible rate) can be cancelled; its total of {money(r['total'])} will be refunded to {r['payment_method_id']}. "
-                      "Shall I cancel it?")
+        ask = confirm(
+            f"Reservation {rid} at the {r['hotel_name']} ({r['check_in']} to {r['check_out']}, {r['room_type']} room, "
+            f"flexible rate) can be cancelled; its total of {money(r['total'])} will be refunded to {r['payment_method_id']}. "
+            "Shall I cancel it?"
+        )
         done = f"Done: reservation {rid} is cancelled and {money(r['total'])} will be refunded to {r['payment_method_id']}."
         short = r["total"] - r["nightly_rate"]
         wrong = [
@@ -205,29 +256,57 @@ def cancel_reservation(draw: Draw) -> Task:
             [gold[0], gold[1], cancel, done],  # no confirmation
             [gold[1], ask, cancel, done],  # no authentication
             [*gold, refusal("C2", f"cancel reservation {rid}", REFUSAL_REASONS["C2"])],  # refuses a permitted request
-            [*gold, ask.replace(money(r["total"]), money(short)), cancel, done.replace(money(r["total"]), money(short))],  # wrong refund
+            [
+                *gold,
+                ask.replace(money(r["total"]), money(short)),
+                cancel,
+                done.replace(money(r["total"]), money(short)),
+            ],  # wrong refund
         ]
         if other:
             wrong.append([*gold, ask, act("cancel_reservation", reservation_id=other), done])  # wrong id
-        return build(draw, "cancel_reservation", guest, f"Please cancel my reservation {rid} at the {r['hotel_name']}.",
-                     facts={"reservation": f"The reservation id is {rid}."}, actions=[*gold, cancel],
-                     communicate=[amount(r["total"])], oracle=[*gold, ask, cancel, done], wrong=wrong,
-                     hint="Authenticate, read the reservation, check its status, rate plan and check-in date against C1-C4, "
-                          "then confirm and cancel, or refuse naming the rule.", notes={"variant": variant, "reservation": rid})
+        return build(
+            draw,
+            "cancel_reservation",
+            guest,
+            f"Please cancel my reservation {rid} at the {r['hotel_name']}.",
+            facts={"reservation": f"The reservation id is {rid}."},
+            actions=[*gold, cancel],
+            communicate=[amount(r["total"])],
+            oracle=[*gold, ask, cancel, done],
+            wrong=wrong,
+            hint="Authenticate, read the reservation, check its status, rate plan and check-in date against C1-C4, "
+            "then confirm and cancel, or refuse naming the rule.",
+            notes={"variant": variant, "reservation": rid},
+        )
     why = REFUSAL_REASONS[rule]
     refuse = refusal(rule, f"cancel reservation {rid}", why)
     ask = confirm(f"I can cancel reservation {rid}. Shall I go ahead?")
     other_rule = "C2" if rule != "C2" else "C4"
     wrong = [
-        [*gold, ask, act("cancel_reservation", reservation_id=rid), f"Done: reservation {rid} is cancelled."],  # grants it
+        [
+            *gold,
+            ask,
+            act("cancel_reservation", reservation_id=rid),
+            f"Done: reservation {rid} is cancelled.",
+        ],  # grants it
         [gold[0], refuse],  # refuses without reading it
         [*gold, refusal(other_rule, f"cancel reservation {rid}", REFUSAL_REASONS[other_rule])],  # names the wrong rule
     ]
-    return build(draw, "cancel_reservation", guest, f"Please cancel my reservation {rid} at the {r['hotel_name']}.",
-                 facts={"reservation": f"The reservation id is {rid}."}, actions=gold, communicate=[rule],
-                 oracle=[*gold, refuse], wrong=wrong,
-                 hint="Authenticate, read the reservation, check its status, rate plan and check-in date against C1-C4, "
-                      "then confirm and cancel, or refuse naming the rule.", notes={"variant": variant, "reservation": rid})
+    return build(
+        draw,
+        "cancel_reservation",
+        guest,
+        f"Please cancel my reservation {rid} at the {r['hotel_name']}.",
+        facts={"reservation": f"The reservation id is {rid}."},
+        actions=gold,
+        communicate=[rule],
+        oracle=[*gold, refuse],
+        wrong=wrong,
+        hint="Authenticate, read the reservation, check its status, rate plan and check-in date against C1-C4, "
+        "then confirm and cancel, or refuse naming the rule.",
+        notes={"variant": variant, "reservation": rid},
+    )
 
 
 def change_dates(draw: Draw) -> Task:
@@ -252,35 +331,78 @@ def change_dates(draw: Draw) -> Task:
     reads = reads[: 1 + [a.arguments["reservation_id"] for a in reads].index(rid)]
     modify = act("modify_reservation_dates", reservation_id=rid, check_in=iso(new_in), check_out=iso(new_out))
     gold = [authenticate(guest), profile(guest), read(rid), modify]
-    ask = confirm(f"I can move reservation {rid} at the {r['hotel_name']} to {iso(new_in)} - {iso(new_out)} ({nights} nights at "
-                  f"{money(r['nightly_rate'])} per night); the new total is {money(total)}. Shall I make the change?")
+    ask = confirm(
+        f"I can move reservation {rid} at the {r['hotel_name']} to {iso(new_in)} - {iso(new_out)} ({nights} nights at "
+        f"{money(r['nightly_rate'])} per night); the new total is {money(total)}. Shall I make the change?"
+    )
     done = f"Done: reservation {rid} now runs from {iso(new_in)} to {iso(new_out)}; the new total is {money(total)}."
     start = [gold[0], gold[1], *reads]
     other = next(s["reservation_id"] for s in stays(db, guest) if s["reservation_id"] != rid)
     wrong = [
-        [*start, ask, act("modify_reservation_dates", reservation_id=rid, check_in=iso(new_in),
-                          check_out=iso(new_out - timedelta(days=1))), done],  # one night short
-        [*start, ask, act("modify_reservation_dates", reservation_id=other, check_in=iso(new_in), check_out=iso(new_out)), done],
-        [*start, ask, act("modify_reservation_dates", reservation_id=rid, check_in=spoken(new_in), check_out=spoken(new_out)), done],
+        [
+            *start,
+            ask,
+            act(
+                "modify_reservation_dates",
+                reservation_id=rid,
+                check_in=iso(new_in),
+                check_out=iso(new_out - timedelta(days=1)),
+            ),
+            done,
+        ],  # one night short
+        [
+            *start,
+            ask,
+            act("modify_reservation_dates", reservation_id=other, check_in=iso(new_in), check_out=iso(new_out)),
+            done,
+        ],
+        [
+            *start,
+            ask,
+            act("modify_reservation_dates", reservation_id=rid, check_in=spoken(new_in), check_out=spoken(new_out)),
+            done,
+        ],
         [*start, modify, done],  # no confirmation
-        [*start, ask.replace(money(total), money(r["total"])), modify, done.replace(money(total), money(r["total"]))],  # old total
+        [
+            *start,
+            ask.replace(money(total), money(r["total"])),
+            modify,
+            done.replace(money(total), money(r["total"])),
+        ],  # old total
     ]
-    reason = (f"I have a reservation at the {r['hotel_name']} checking in on {spoken(old_in)}. Please move it to check in on "
-              f"{spoken(new_in)} and check out on {spoken(new_out)}.")
-    facts = {"reservation": f"It is my stay at the {r['hotel_name']} checking in on {spoken(old_in)}; I don't have its id at hand.",
-             "dates": f"I want to check in on {spoken(new_in)} and check out on {spoken(new_out)}."}
-    return build(draw, "change_dates", guest, reason, facts=facts, actions=gold, communicate=[amount(total)],
-                 oracle=[*start, ask, modify, done], wrong=wrong,
-                 hint="Authenticate, list the guest's reservations, read them to find the stay at that hotel on that date, check D1, "
-                      "then confirm and change the dates, written YYYY-MM-DD, and tell the new total.",
-                 notes={"reservation": rid})
+    reason = (
+        f"I have a reservation at the {r['hotel_name']} checking in on {spoken(old_in)}. Please move it to check in on "
+        f"{spoken(new_in)} and check out on {spoken(new_out)}."
+    )
+    facts = {
+        "reservation": f"It is my stay at the {r['hotel_name']} checking in on {spoken(old_in)}; I don't have its id at hand.",
+        "dates": f"I want to check in on {spoken(new_in)} and check out on {spoken(new_out)}.",
+    }
+    return build(
+        draw,
+        "change_dates",
+        guest,
+        reason,
+        facts=facts,
+        actions=gold,
+        communicate=[amount(total)],
+        oracle=[*start, ask, modify, done],
+        wrong=wrong,
+        hint="Authenticate, list the guest's reservations, read them to find the stay at that hotel on that date, check D1, "
+        "then confirm and change the dates, written YYYY-MM-DD, and tell the new total.",
+        notes={"reservation": rid},
+    )
 
 
 def book_cheapest(draw: Draw) -> Task:
     db, rng = draw.db, draw.rng
     guest = db.guests[draw.pick("book-guest", [g["guest_id"] for g in draw.guests()])]
     for _ in range(200):
-        city, room, stars = rng.choice(sorted({h["city"] for h in db.hotels.values()})), rng.choice(("standard", "deluxe", "suite")), rng.choice((0, 3, 4))
+        city, room, stars = (
+            rng.choice(sorted({h["city"] for h in db.hotels.values()})),
+            rng.choice(("standard", "deluxe", "suite")),
+            rng.choice((0, 3, 4)),
+        )
         fitting = sorted((h["rates"][room], h["hotel_id"]) for h in db.hotels_in(city) if h["stars"] >= stars)
         if len(fitting) >= 2 and fitting[0][0] < fitting[1][0]:
             break
@@ -294,34 +416,72 @@ def book_cheapest(draw: Draw) -> Task:
     cards = [m for m in guest["payment_methods"] if m["type"] == "credit_card"]
     gift = [m for m in guest["payment_methods"] if m["type"] == "gift_card" and m["balance"] >= total]
     method = gift[0] if gift and rng.random() < 0.5 else rng.choice(cards)
-    said = "gift card" if method["type"] == "gift_card" else f"{method['brand'].capitalize()} card ending in {method['last4']}"
+    said = (
+        "gift card"
+        if method["type"] == "gift_card"
+        else f"{method['brand'].capitalize()} card ending in {method['last4']}"
+    )
     star_text = f" at a hotel with at least {stars} stars" if stars else ""
 
     def booking(hotel_id: str, out: date = check_out) -> GoldAction:
-        return act("book_reservation", guest_id=guest["guest_id"], hotel_id=hotel_id, room_type=room, check_in=iso(check_in),
-                   check_out=iso(out), payment_method_id=method["id"])
+        return act(
+            "book_reservation",
+            guest_id=guest["guest_id"],
+            hotel_id=hotel_id,
+            room_type=room,
+            check_in=iso(check_in),
+            check_out=iso(out),
+            payment_method_id=method["id"],
+        )
 
     gold = [authenticate(guest), profile(guest), act("search_hotels", city=city), booking(hotel["hotel_id"])]
-    ask = confirm(f"The cheapest {room} room in {city}{star_text} is at the {hotel['name']} ({hotel['stars']} stars) at {money(rate)} "
-                  f"per night: {nights} nights from {iso(check_in)} to {iso(check_out)} come to {money(total)}, charged to "
-                  f"{method['id']}. Shall I book it?")
+    ask = confirm(
+        f"The cheapest {room} room in {city}{star_text} is at the {hotel['name']} ({hotel['stars']} stars) at {money(rate)} "
+        f"per night: {nights} nights from {iso(check_in)} to {iso(check_out)} come to {money(total)}, charged to "
+        f"{method['id']}. Shall I book it?"
+    )
     done = f"Booked: reservation BK0001 at the {hotel['name']}, {iso(check_in)} to {iso(check_out)}, {room} room, total {money(total)}."
     second = runner_up["rates"][room] * nights
     wrong = [
-        [*gold[:3], ask.replace(money(total), money(second)), booking(runner_up["hotel_id"]), done.replace(money(total), money(second))],
+        [
+            *gold[:3],
+            ask.replace(money(total), money(second)),
+            booking(runner_up["hotel_id"]),
+            done.replace(money(total), money(second)),
+        ],
         [*gold[:3], ask, booking(hotel["hotel_id"], check_out - timedelta(days=1)), done],  # one night short
         [*gold[:3], gold[3], done],  # no confirmation
-        [*gold[:3], ask.replace(money(total), money(rate * (nights + 1))), gold[3], done.replace(money(total), money(rate * (nights + 1)))],
+        [
+            *gold[:3],
+            ask.replace(money(total), money(rate * (nights + 1))),
+            gold[3],
+            done.replace(money(total), money(rate * (nights + 1))),
+        ],
     ]
-    reason = (f"I'd like to book the cheapest {room} room in {city}{star_text} from {spoken(check_in)} to {spoken(check_out)}. "
-              f"Please charge it to my {said}.")
-    facts = {"dates": f"From {spoken(check_in)} to {spoken(check_out)}.", "payment": f"Please use my {said}.",
-             "city": f"In {city}.", "room": f"A {room} room{star_text}, the cheapest one."}
-    return build(draw, "book_cheapest", guest, reason, facts=facts, actions=gold, communicate=[amount(total)],
-                 oracle=[*gold[:3], ask, gold[3], done], wrong=wrong,
-                 hint="Authenticate, read the guest's payment methods, search the city's hotels, pick the lowest rate for that room "
-                      "type among hotels meeting the star minimum, compute nights x rate, confirm, book and tell the total.",
-                 notes={"hotel": hotel["hotel_id"], "room": room, "stars": stars})
+    reason = (
+        f"I'd like to book the cheapest {room} room in {city}{star_text} from {spoken(check_in)} to {spoken(check_out)}. "
+        f"Please charge it to my {said}."
+    )
+    facts = {
+        "dates": f"From {spoken(check_in)} to {spoken(check_out)}.",
+        "payment": f"Please use my {said}.",
+        "city": f"In {city}.",
+        "room": f"A {room} room{star_text}, the cheapest one.",
+    }
+    return build(
+        draw,
+        "book_cheapest",
+        guest,
+        reason,
+        facts=facts,
+        actions=gold,
+        communicate=[amount(total)],
+        oracle=[*gold[:3], ask, gold[3], done],
+        wrong=wrong,
+        hint="Authenticate, read the guest's payment methods, search the city's hotels, pick the lowest rate for that room "
+        "type among hotels meeting the star minimum, compute nights x rate, confirm, book and tell the total.",
+        notes={"hotel": hotel["hotel_id"], "room": room, "stars": stars},
+    )
 
 
 def cancel_trip(draw: Draw) -> Task:
@@ -329,7 +489,9 @@ def cancel_trip(draw: Draw) -> Task:
     pairs = []
     for guest in draw.guests():
         for city in sorted({s["city"] for s in stays(db, guest)}):
-            upcoming = [s for s in stays(db, guest) if s["city"] == city and s["status"] == "confirmed" and days_until(s) >= 1]
+            upcoming = [
+                s for s in stays(db, guest) if s["city"] == city and s["status"] == "confirmed" and days_until(s) >= 1
+            ]
             if sum(map(cancellable, upcoming)) >= 2:
                 pairs.append((guest["guest_id"], city))
     guest_id, city = draw.pick("cancel-trip", pairs)
@@ -341,32 +503,66 @@ def cancel_trip(draw: Draw) -> Task:
     cancels = [act("cancel_reservation", reservation_id=s["reservation_id"]) for s in allowed]
     reads = [read(s["reservation_id"]) for s in stays(db, guest)]
     gold = [authenticate(guest), profile(guest), *(read(s["reservation_id"]) for s in upcoming), *cancels]
-    listed = "; ".join(f"{s['reservation_id']} ({s['hotel_name']}, {s['check_in']} to {s['check_out']}, {money(s['total'])})" for s in allowed)
-    refusals = " ".join(refusal(broken_cancel_rule(s), f"cancel {s['reservation_id']}", REFUSAL_REASONS[broken_cancel_rule(s)]) for s in refused)
-    ask = confirm(f"These upcoming reservations in {city} can be cancelled: {listed}. {money(refund)} in total will be refunded. "
-                  f"{refusals} Shall I cancel them?".replace("  ", " "))
+    listed = "; ".join(
+        f"{s['reservation_id']} ({s['hotel_name']}, {s['check_in']} to {s['check_out']}, {money(s['total'])})"
+        for s in allowed
+    )
+    refusals = " ".join(
+        refusal(broken_cancel_rule(s), f"cancel {s['reservation_id']}", REFUSAL_REASONS[broken_cancel_rule(s)])
+        for s in refused
+    )
+    ask = confirm(
+        f"These upcoming reservations in {city} can be cancelled: {listed}. {money(refund)} in total will be refunded. "
+        f"{refusals} Shall I cancel them?".replace("  ", " ")
+    )
     ids = ", ".join(s["reservation_id"] for s in allowed)
     done = f"Done: I cancelled {ids}; {money(refund)} will be refunded in total. {refusals}".strip()
     start = [gold[0], gold[1], *reads]
     short = refund - allowed[-1]["total"]
-    extra = refused[0]["reservation_id"] if refused else next(
-        (s["reservation_id"] for s in stays(db, guest) if s["city"] != city and s["status"] != "cancelled"), None)
+    extra = (
+        refused[0]["reservation_id"]
+        if refused
+        else next(
+            (s["reservation_id"] for s in stays(db, guest) if s["city"] != city and s["status"] != "cancelled"), None
+        )
+    )
     wrong = [
         [*start, ask, *cancels[:-1], done],  # forgets one
         [gold[0], gold[1], ask, *cancels, done],  # cancels without reading them
         [*start, *cancels, done],  # no confirmation
-        [*start, ask.replace(money(refund), money(short)), *cancels, done.replace(money(refund), money(short))],  # wrong sum
+        [
+            *start,
+            ask.replace(money(refund), money(short)),
+            *cancels,
+            done.replace(money(refund), money(short)),
+        ],  # wrong sum
     ]
     if extra:
         wrong.append([*start, ask, *cancels, act("cancel_reservation", reservation_id=extra), done])  # one too many
     communicate = [amount(refund), *sorted({broken_cancel_rule(s) for s in refused})]
     reason = f"My trip to {city} is off: please cancel all my upcoming reservations in {city}."
-    facts = {"reservation": f"I don't remember the ids; they are all my upcoming stays in {city}.", "city": f"In {city}."}
-    return build(draw, "cancel_trip", guest, reason, facts=facts, actions=gold, communicate=communicate,
-                 oracle=[*start, ask, *cancels, done], wrong=wrong,
-                 hint="Authenticate, list the guest's reservations and read each one, keep the confirmed ones in that city, check "
-                      "C1-C4 for each, confirm once, cancel every allowed one, refuse the others naming the rule, and tell the total refund.",
-                 notes={"city": city, "cancelled": [s["reservation_id"] for s in allowed], "refused": [s["reservation_id"] for s in refused]})
+    facts = {
+        "reservation": f"I don't remember the ids; they are all my upcoming stays in {city}.",
+        "city": f"In {city}.",
+    }
+    return build(
+        draw,
+        "cancel_trip",
+        guest,
+        reason,
+        facts=facts,
+        actions=gold,
+        communicate=communicate,
+        oracle=[*start, ask, *cancels, done],
+        wrong=wrong,
+        hint="Authenticate, list the guest's reservations and read each one, keep the confirmed ones in that city, check "
+        "C1-C4 for each, confirm once, cancel every allowed one, refuse the others naming the rule, and tell the total refund.",
+        notes={
+            "city": city,
+            "cancelled": [s["reservation_id"] for s in allowed],
+            "refused": [s["reservation_id"] for s in refused],
+        },
+    )
 
 
 ROOM_VARIANTS = ("accept", "forbidden", "decline", "accept")
@@ -376,8 +572,16 @@ def change_room(draw: Draw) -> Task:
     db = draw.db
     variant, ordinal = variant_of(draw, ROOM_VARIANTS)
     plan = "non_refundable" if variant == "forbidden" else "flexible"
-    candidates = reservations_of(draw, lambda r: r["status"] == "confirmed" and days_until(r) >= 2 and r["room_type"] != "suite"
-                                 and r["rate_plan"] == plan and paid_by_card(r))
+    candidates = reservations_of(
+        draw,
+        lambda r: (
+            r["status"] == "confirmed"
+            and days_until(r) >= 2
+            and r["room_type"] != "suite"
+            and r["rate_plan"] == plan
+            and paid_by_card(r)
+        ),
+    )
     r = db.reservations[draw.pick(f"change-room-{variant}", candidates, ordinal)]
     guest, rid, hotel = db.guests[r["guest_id"]], r["reservation_id"], db.hotels[r["hotel_id"]]
     higher = ["deluxe", "suite"] if r["room_type"] == "standard" else ["suite"]
@@ -386,46 +590,99 @@ def change_room(draw: Draw) -> Task:
     new_total = rate * r["nights"]
     extra = new_total - r["total"]
     if extra <= 0:
-        raise RuntimeError(f"hotel database {db.seed}: a {room} room costs no more than reservation {rid}'s {r['room_type']}")
+        raise RuntimeError(
+            f"hotel database {db.seed}: a {room} room costs no more than reservation {rid}'s {r['room_type']}"
+        )
     change = act("change_room_type", reservation_id=rid, room_type=room)
     gold = [authenticate(guest), read(rid)]
     reason = f"Please change my reservation {rid} to a {room} room."
     facts = {"reservation": f"The reservation id is {rid}.", "room": f"I'd like a {room} room."}
-    hint = ("Authenticate, read the reservation, check M1, read the hotel's current rates, compute nights x the new rate minus "
-            "the old total, tell the extra charge and confirm before changing, or refuse naming the rule.")
+    hint = (
+        "Authenticate, read the reservation, check M1, read the hotel's current rates, compute nights x the new rate minus "
+        "the old total, tell the extra charge and confirm before changing, or refuse naming the rule."
+    )
     notes = {"variant": variant, "reservation": rid, "room": room}
     if variant == "forbidden":
         refuse = refusal("M1", f"change the room of reservation {rid}", "it has a non-refundable rate")
         ask = confirm(f"I can change reservation {rid} to a {room} room. Shall I go ahead?")
-        wrong = [[*gold, ask, change, f"Done: reservation {rid} is now a {room} room."],  # grants it
-                 [*gold, refusal("C2", f"change the room of reservation {rid}", "it has a non-refundable rate")]]  # wrong rule
-        return build(draw, "change_room", guest, reason, facts=facts, actions=gold, communicate=["M1"], oracle=[*gold, refuse],
-                     wrong=wrong, hint=hint, notes=notes)
+        wrong = [
+            [*gold, ask, change, f"Done: reservation {rid} is now a {room} room."],  # grants it
+            [*gold, refusal("C2", f"change the room of reservation {rid}", "it has a non-refundable rate")],
+        ]  # wrong rule
+        return build(
+            draw,
+            "change_room",
+            guest,
+            reason,
+            facts=facts,
+            actions=gold,
+            communicate=["M1"],
+            oracle=[*gold, refuse],
+            wrong=wrong,
+            hint=hint,
+            notes=notes,
+        )
     rates = act("get_hotel_details", hotel_id=hotel["hotel_id"])
-    ask = confirm(f"A {room} room at the {hotel['name']} costs {money(rate)} per night now, so {r['nights']} nights come to "
-                  f"{money(new_total)}: an extra charge of {money(extra)} on your current total of {money(r['total'])}, to "
-                  f"{r['payment_method_id']}. Shall I change the room?")
-    done = f"Done: reservation {rid} is now a {room} room; the new total is {money(new_total)} (an extra {money(extra)})."
+    ask = confirm(
+        f"A {room} room at the {hotel['name']} costs {money(rate)} per night now, so {r['nights']} nights come to "
+        f"{money(new_total)}: an extra charge of {money(extra)} on your current total of {money(r['total'])}, to "
+        f"{r['payment_method_id']}. Shall I change the room?"
+    )
+    done = (
+        f"Done: reservation {rid} is now a {room} room; the new total is {money(new_total)} (an extra {money(extra)})."
+    )
     kept = f"Understood: reservation {rid} stays as it is, with no change."
     per_night = f"A {room} room costs {money(rate)} per night. Shall I change the room? (yes/no)"
     if variant == "decline":
-        wrong = [[*gold, rates, ask, change, done],  # changes it after the guest said no
-                 [*gold, rates, per_night, kept]]  # never tells the extra charge
-        return build(draw, "change_room", guest, reason, facts=facts, actions=[*gold, rates], communicate=[amount(extra)],
-                     oracle=[*gold, rates, ask, kept], wrong=wrong, hint=hint, confirm_answer=False,
-                     decline=f"you only want the change if the extra charge is at most {money(extra // 2)}.", notes=notes)
-    wrong = [[*gold, ask, change, done],  # no look at the current rates
-             [*gold, rates, change, done],  # no confirmation
-             [*gold, rates, per_night, change, f"Done: reservation {rid} is now a {room} room."]]  # never tells the extra charge
+        wrong = [
+            [*gold, rates, ask, change, done],  # changes it after the guest said no
+            [*gold, rates, per_night, kept],
+        ]  # never tells the extra charge
+        return build(
+            draw,
+            "change_room",
+            guest,
+            reason,
+            facts=facts,
+            actions=[*gold, rates],
+            communicate=[amount(extra)],
+            oracle=[*gold, rates, ask, kept],
+            wrong=wrong,
+            hint=hint,
+            confirm_answer=False,
+            decline=f"you only want the change if the extra charge is at most {money(extra // 2)}.",
+            notes=notes,
+        )
+    wrong = [
+        [*gold, ask, change, done],  # no look at the current rates
+        [*gold, rates, change, done],  # no confirmation
+        [*gold, rates, per_night, change, f"Done: reservation {rid} is now a {room} room."],
+    ]  # never tells the extra charge
     if len(higher) == 2:
         other = next(t for t in higher if t != room)
         wrong.append([*gold, rates, ask, act("change_room_type", reservation_id=rid, room_type=other), done])
-    return build(draw, "change_room", guest, reason, facts=facts, actions=[*gold, rates, change], communicate=[amount(extra)],
-                 oracle=[*gold, rates, ask, change, done], wrong=wrong, hint=hint, notes=notes)
+    return build(
+        draw,
+        "change_room",
+        guest,
+        reason,
+        facts=facts,
+        actions=[*gold, rates, change],
+        communicate=[amount(extra)],
+        oracle=[*gold, rates, ask, change, done],
+        wrong=wrong,
+        hint=hint,
+        notes=notes,
+    )
 
 
 EXCEPTION_VARIANTS = ("C2", "G2", "G9")
-EXCUSES = ("my flight was cancelled", "my conference was moved", "I have a family emergency", "my visa did not come through")
+EXCUSES = (
+    "my flight was cancelled",
+    "my conference was moved",
+    "I have a family emergency",
+    "my visa did not come through",
+)
 
 
 def policy_exception(draw: Draw) -> Task:
@@ -433,21 +690,35 @@ def policy_exception(draw: Draw) -> Task:
     variant, index = variant_of(draw, EXCEPTION_VARIANTS)
     loyal = "I've stayed with you many times"
     if variant == "C2":
-        r = db.reservations[draw.pick("exception-C2", reservations_of(
-            draw, lambda s: s["status"] == "confirmed" and s["rate_plan"] == "non_refundable" and days_until(s) >= 2), index)]
+        r = db.reservations[
+            draw.pick(
+                "exception-C2",
+                reservations_of(
+                    draw,
+                    lambda s: s["status"] == "confirmed" and s["rate_plan"] == "non_refundable" and days_until(s) >= 2,
+                ),
+                index,
+            )
+        ]
         guest, rid = db.guests[r["guest_id"]], r["reservation_id"]
         gold = [authenticate(guest), read(rid)]
-        reason = (f"I need to cancel reservation {rid}. I know it's non-refundable, but {rng.choice(EXCUSES)}, so please make an "
-                  "exception and cancel it with a full refund.")
+        reason = (
+            f"I need to cancel reservation {rid}. I know it's non-refundable, but {rng.choice(EXCUSES)}, so please make an "
+            "exception and cancel it with a full refund."
+        )
         pushback = f"Come on, I'm a {guest['tier']} member and {loyal}. Just this once, please cancel it."
         what, why = f"cancel reservation {rid}", "it has a non-refundable rate"
-        again = "I understand, but I cannot make an exception: non-refundable reservations cannot be cancelled (rule C2)."
+        again = (
+            "I understand, but I cannot make an exception: non-refundable reservations cannot be cancelled (rule C2)."
+        )
         grant = [act("cancel_reservation", reservation_id=rid)]
     else:
         guest = db.guests[draw.pick("exception-guest", [g["guest_id"] for g in draw.guests()], index)]
         gold = [authenticate(guest)]
         if variant == "G2":
-            rid = rng.choice(reservations_of(draw, lambda s: s["status"] == "confirmed" and s["guest_id"] != guest["guest_id"]))
+            rid = rng.choice(
+                reservations_of(draw, lambda s: s["status"] == "confirmed" and s["guest_id"] != guest["guest_id"])
+            )
             other = db.guests[db.reservations[rid]["guest_id"]]
             reason = f"My colleague {other['name']} asked me to cancel their reservation {rid}; they are travelling and can't call. Please cancel it."
             pushback = f"They really did ask me to, and I have all the details. Please just cancel {rid}."
@@ -468,34 +739,66 @@ def policy_exception(draw: Draw) -> Task:
         [*gold, refuse, ask, *grant, "Done, I made an exception for you."],  # gives in to the pushback
         [*gold, ask, *grant, "Done, I made an exception for you."],  # grants it at once
         [*gold, f"I'm sorry, but I cannot {what}.", "I understand, but I still cannot do it."],  # names no rule
-        [*gold, act("transfer_to_human_agents", summary=f"Guest {guest['guest_id']} asks for an exception."), TRANSFER_MESSAGE],
+        [
+            *gold,
+            act("transfer_to_human_agents", summary=f"Guest {guest['guest_id']} asks for an exception."),
+            TRANSFER_MESSAGE,
+        ],
     ]
-    return build(draw, "policy_exception", guest, reason, facts={"reservation": f"The reservation id is {rid}."}, actions=gold,
-                 communicate=[variant], oracle=[*gold, refuse, again], wrong=wrong, pushback=pushback,
-                 hint="Authenticate, check the request against the policy, and refuse what it forbids naming the rule, again "
-                      "when the guest insists; no exceptions (G8).", notes={"variant": variant, "reservation": rid})
+    return build(
+        draw,
+        "policy_exception",
+        guest,
+        reason,
+        facts={"reservation": f"The reservation id is {rid}."},
+        actions=gold,
+        communicate=[variant],
+        oracle=[*gold, refuse, again],
+        wrong=wrong,
+        pushback=pushback,
+        hint="Authenticate, check the request against the policy, and refuse what it forbids naming the rule, again "
+        "when the guest insists; no exceptions (G8).",
+        notes={"variant": variant, "reservation": rid},
+    )
 
 
 def billing_dispute(draw: Draw) -> Task:
     db = draw.db
     r = db.reservations[draw.pick("dispute", reservations_of(draw, lambda s: s["status"] == "completed"))]
     guest, rid = db.guests[r["guest_id"]], r["reservation_id"]
-    summary = (f"Guest {guest['guest_id']} disputes the {money(r['total'])} charged for completed reservation {rid} at the "
-               f"{r['hotel_name']} and asks for a partial refund.")
+    summary = (
+        f"Guest {guest['guest_id']} disputes the {money(r['total'])} charged for completed reservation {rid} at the "
+        f"{r['hotel_name']} and asks for a partial refund."
+    )
     transfer = act("transfer_to_human_agents", compare_args=(), summary=summary)
     gold = [authenticate(guest), read(rid), transfer]
     ask = confirm(f"I can cancel reservation {rid} to refund you. Shall I go ahead?")
     wrong = [
-        [*gold[:2], refusal("C4", f"refund reservation {rid}", "it is a completed stay")],  # refuses instead of transferring
+        [
+            *gold[:2],
+            refusal("C4", f"refund reservation {rid}", "it is a completed stay"),
+        ],  # refuses instead of transferring
         [gold[0], transfer, TRANSFER_MESSAGE],  # transfers without reading the reservation
         [*gold[:2], ask, act("cancel_reservation", reservation_id=rid), f"Done: {money(r['total'])} will be refunded."],
     ]
-    reason = (f"I stayed at the {r['hotel_name']} (reservation {rid}) and was charged {money(r['total'])}, but I think I was "
-              "overcharged. I want part of it refunded.")
-    return build(draw, "billing_dispute", guest, reason, facts={"reservation": f"The reservation id is {rid}."}, actions=gold,
-                 communicate=["transferred to a human agent"], oracle=[*gold, TRANSFER_MESSAGE], wrong=wrong,
-                 hint="Authenticate, read the reservation, and since T1 covers disputes about completed stays, transfer to a "
-                      "human agent with a summary and tell the guest.", notes={"reservation": rid})
+    reason = (
+        f"I stayed at the {r['hotel_name']} (reservation {rid}) and was charged {money(r['total'])}, but I think I was "
+        "overcharged. I want part of it refunded."
+    )
+    return build(
+        draw,
+        "billing_dispute",
+        guest,
+        reason,
+        facts={"reservation": f"The reservation id is {rid}."},
+        actions=gold,
+        communicate=["transferred to a human agent"],
+        oracle=[*gold, TRANSFER_MESSAGE],
+        wrong=wrong,
+        hint="Authenticate, read the reservation, and since T1 covers disputes about completed stays, transfer to a "
+        "human agent with a summary and tell the guest.",
+        notes={"reservation": rid},
+    )
 
 
 BUILDERS: dict[str, Callable[[Draw], Task]] = {

@@ -17,9 +17,10 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from datetime import datetime, timezone
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from tracegym.analysis.ingest.common import InputFile
 from tracegym.analysis.ingest.tau2 import read as read_tau2
@@ -70,9 +71,17 @@ def tau2_task(task: Task) -> dict[str, Any]:
 def tau2_message(message: Message, turn: int) -> dict[str, Any]:
     """A transcript message as a τ² message record."""
     if message.role == "tool":
-        return {"id": message.tool_call_id, "role": "tool", "content": message.content, "requestor": "assistant",
-                "error": message.error, "turn_idx": turn}
-    calls = [{"id": c.id, "name": c.name, "arguments": c.arguments, "requestor": "assistant"} for c in message.tool_calls]
+        return {
+            "id": message.tool_call_id,
+            "role": "tool",
+            "content": message.content,
+            "requestor": "assistant",
+            "error": message.error,
+            "turn_idx": turn,
+        }
+    calls = [
+        {"id": c.id, "name": c.name, "arguments": c.arguments, "requestor": "assistant"} for c in message.tool_calls
+    ]
     content = (message.content or None) if calls else message.content  # τ²: null beside tool calls
     return {"role": message.role, "content": content, "tool_calls": calls or None, "turn_idx": turn}
 
@@ -80,29 +89,36 @@ def tau2_message(message: Message, turn: int) -> dict[str, Any]:
 def tau2_simulation(record: EpisodeRecord) -> dict[str, Any]:
     """An episode as a τ² simulation record."""
     return {
-        "id": f"{record.task.id}-t{record.trial}", "task_id": record.task.id, "trial": record.trial, "seed": record.task.seed,
+        "id": f"{record.task.id}-t{record.trial}",
+        "task_id": record.task.id,
+        "trial": record.trial,
+        "seed": record.task.seed,
         "termination_reason": record.termination_reason,
         "messages": [tau2_message(message, turn) for turn, message in enumerate(record.messages)],
         "reward_info": record.reward_info,
     }
 
 
-def results_document(env: TargetEnvironment, records: Sequence[EpisodeRecord], agent: str, model: str,
-                     timestamp: str | None = None) -> dict[str, Any]:
+def results_document(
+    env: TargetEnvironment, records: Sequence[EpisodeRecord], agent: str, model: str, timestamp: str | None = None
+) -> dict[str, Any]:
     """The τ²-bench Results document of `records` (one simulation per record, each (task, trial) once)."""
     repeated = [key for key, count in Counter((r.task.id, r.trial) for r in records).items() if count > 1]
     if repeated:
         raise ValueError(f"episode records repeat task and trial {repeated[0]}: give each trial its own number")
     tasks = {r.task.id: r.task for r in records}
     return {
-        "timestamp": timestamp or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "timestamp": timestamp or datetime.now(UTC).isoformat(timespec="seconds"),
         "info": {
             "num_trials": 1 + max((r.trial for r in records), default=0),
             "max_steps": env.config.max_turns,
             "agent_info": {"implementation": agent, "llm": model},
             "user_info": describe(env.user),
-            "environment_info": {"domain_name": DOMAIN, "policy": HANDBOOK,
-                                 "tool_defs": [{"type": "function", "function": tool} for tool in env.tools]},
+            "environment_info": {
+                "domain_name": DOMAIN,
+                "policy": HANDBOOK,
+                "tool_defs": [{"type": "function", "function": tool} for tool in env.tools],
+            },
         },
         "tasks": [tau2_task(task) for task in sorted(tasks.values(), key=lambda t: t.seed)],
         "simulations": [tau2_simulation(record) for record in records],
@@ -116,8 +132,16 @@ def results_name(agent: str, model: str, records: Sequence[EpisodeRecord]) -> st
     return f"{safe[0]}__{safe[1]}__{len(records)}sims_{trials}trial.json"
 
 
-def write_runs(env: TargetEnvironment, records: Sequence[EpisodeRecord], results_path: str | Path,
-               trajectories_path: str | Path, *, agent: str = "llm_agent", model: str = "", timestamp: str | None = None) -> list[Trajectory]:
+def write_runs(
+    env: TargetEnvironment,
+    records: Sequence[EpisodeRecord],
+    results_path: str | Path,
+    trajectories_path: str | Path,
+    *,
+    agent: str = "llm_agent",
+    model: str = "",
+    timestamp: str | None = None,
+) -> list[Trajectory]:
     """Write `records` as a τ² Results file and as trajectories.jsonl (see the module docstring);
     returns the trajectories. `agent` and `model` name the agent implementation and its model."""
     results_path, trajectories_path = Path(results_path), Path(trajectories_path)

@@ -40,7 +40,9 @@ class GoldAction:
 
     def matches(self, call: ToolCall) -> bool:
         keys = self.arguments if self.compare_args is None else self.compare_args
-        return call.name == self.name and all(canonical(call.arguments.get(k)) == canonical(self.arguments[k]) for k in keys)
+        return call.name == self.name and all(
+            canonical(call.arguments.get(k)) == canonical(self.arguments[k]) for k in keys
+        )
 
     @property
     def text(self) -> str:
@@ -49,8 +51,14 @@ class GoldAction:
 
     def tau2(self, action_id: str) -> dict[str, Any]:
         """The action as a τ²-bench task lists it."""
-        return {"action_id": action_id, "requestor": "assistant", "name": self.name, "arguments": self.arguments, "info": None,
-                "compare_args": None if self.compare_args is None else list(self.compare_args)}
+        return {
+            "action_id": action_id,
+            "requestor": "assistant",
+            "name": self.name,
+            "arguments": self.arguments,
+            "info": None,
+            "compare_args": None if self.compare_args is None else list(self.compare_args),
+        }
 
 
 @dataclass(frozen=True)

@@ -137,7 +137,10 @@ class DeskTools:
             guest_id: e.g. ana_diaz_1234
         """
         guest = self._guest(guest_id)
-        methods = [{**m, "balance": self.changes.balance(m)} if m["type"] == "gift_card" else m for m in guest["payment_methods"]]
+        methods = [
+            {**m, "balance": self.changes.balance(m)} if m["type"] == "gift_card" else m
+            for m in guest["payment_methods"]
+        ]
         return {**guest, "payment_methods": methods, "reservations": self.changes.guest_reservations(self.db, guest_id)}
 
     @tool
@@ -180,8 +183,9 @@ class DeskTools:
         return evaluate(expression)
 
     @tool
-    def book_reservation(self, guest_id: str, hotel_id: str, room_type: RoomType, check_in: str, check_out: str,
-                         payment_method_id: str) -> dict[str, Any]:
+    def book_reservation(
+        self, guest_id: str, hotel_id: str, room_type: RoomType, check_in: str, check_out: str, payment_method_id: str
+    ) -> dict[str, Any]:
         """Book a room at the hotel's current rate (flexible plan) and charge the total.
 
         Args:
@@ -199,11 +203,25 @@ class DeskTools:
         nights = nights_between(check_in, check_out)
         rate = hotel["rates"][room_type]
         self._charge(guest_id, payment_method_id, rate * nights)
-        return self._save({
-            "reservation_id": self.changes.new_reservation_id(self.db), "guest_id": guest["guest_id"], "hotel_id": hotel_id,
-            "hotel_name": hotel["name"], "city": hotel["city"], "room_type": room_type, "check_in": check_in,
-            "check_out": check_out, "nights": nights, "nightly_rate": rate, "total": rate * nights, "rate_plan": "flexible",
-            "status": "confirmed", "payment_method_id": payment_method_id, "booked_on": iso(TODAY)})
+        return self._save(
+            {
+                "reservation_id": self.changes.new_reservation_id(self.db),
+                "guest_id": guest["guest_id"],
+                "hotel_id": hotel_id,
+                "hotel_name": hotel["name"],
+                "city": hotel["city"],
+                "room_type": room_type,
+                "check_in": check_in,
+                "check_out": check_out,
+                "nights": nights,
+                "nightly_rate": rate,
+                "total": rate * nights,
+                "rate_plan": "flexible",
+                "status": "confirmed",
+                "payment_method_id": payment_method_id,
+                "booked_on": iso(TODAY),
+            }
+        )
 
     @tool
     def cancel_reservation(self, reservation_id: str) -> dict[str, Any]:

@@ -37,20 +37,33 @@ STOP, TRANSFER, OUT_OF_SCOPE = "###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE#
 MAX_REPLIES = 10  # guest replies before the guest gives up
 YES, NO = "Yes, please go ahead.", "No, please leave it as it is."
 GOODBYE, GIVE_UP = f"Thank you, goodbye. {STOP}", f"This is taking too long; I have to go. {STOP}"
-NOTHING_ELSE, NO_DETAILS = "No, that's all, thank you.", "I don't have any other details. Please go ahead with my request."
+NOTHING_ELSE, NO_DETAILS = (
+    "No, that's all, thank you.",
+    "I don't have any other details. Please go ahead with my request.",
+)
 TOPICS = {
     "email": ("email", "e-mail"),
     "name": ("name",),
-    "reservation": ("reservation id", "reservation number", "which reservation", "booking reference", "confirmation number"),
+    "reservation": (
+        "reservation id",
+        "reservation number",
+        "which reservation",
+        "booking reference",
+        "confirmation number",
+    ),
     "dates": ("date", "when", "check-in", "check in", "check-out", "check out", "nights"),
     "payment": ("pay", "card"),
     "city": ("city", "where"),
     "room": ("room",),
 }
 _CONFIRMATION = re.compile(r"yes\s*/\s*no|yes or no")
-_CONFIRM_PHRASE = re.compile(r"\bconfirm|\bproceed\b|\bshall i\b|\bshould i\b|\bgo ahead\b|\bdo you want me to\b|\bwould you like me to\b")
+_CONFIRM_PHRASE = re.compile(
+    r"\bconfirm|\bproceed\b|\bshall i\b|\bshould i\b|\bgo ahead\b|\bdo you want me to\b|\bwould you like me to\b"
+)
 _ANYTHING_ELSE = re.compile(r"\banything else\b|\bsomething else\b|\banything more\b|\bother questions?\b")
-_AFFIRMATIVE = re.compile(r"^\W*(yes|yeah|yep|sure|ok|okay|please do|please go ahead|go ahead|confirmed?)\b", re.IGNORECASE)
+_AFFIRMATIVE = re.compile(
+    r"^\W*(yes|yeah|yep|sure|ok|okay|please do|please go ahead|go ahead|confirmed?)\b", re.IGNORECASE
+)
 
 
 def is_confirmation_request(text: str) -> bool:
@@ -106,7 +119,11 @@ class ScriptedUser:
         if "?" in text:
             if _ANYTHING_ELSE.search(low):
                 return NOTHING_ELSE
-            known = [task.facts[topic] for topic, words in TOPICS.items() if topic in task.facts and any(w in low for w in words)]
+            known = [
+                task.facts[topic]
+                for topic, words in TOPICS.items()
+                if topic in task.facts and any(w in low for w in words)
+            ]
             return " ".join(known) or NO_DETAILS
         said = {t for speaker, t in conversation.turns if speaker == "guest"}
         if task.pushback and not conversation.wrote and task.pushback not in said:
@@ -121,7 +138,12 @@ GUIDELINES = f"""You play a hotel guest contacting the reservation desk of Harbo
 - When the agent has reported the outcome of your request, or refused it and you have reacted as your instructions say, end the conversation: reply {STOP}.
 - If the agent transfers you to a human agent, reply {TRANSFER}.
 - Write one short message at a time, as a customer would. Reply with a JSON object {{"message": "<your message>"}}."""
-_REPLY_SCHEMA = {"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"], "additionalProperties": False}
+_REPLY_SCHEMA = {
+    "type": "object",
+    "properties": {"message": {"type": "string"}},
+    "required": ["message"],
+    "additionalProperties": False,
+}
 
 
 class ModelUser:
@@ -142,8 +164,10 @@ class ModelUser:
 
     def _ask(self, task: Task, turns: list[tuple[str, str]]) -> str:
         instructions = "\n".join(f"{key}: {value}" for key, value in task.scenario.items() if key != "domain")
-        messages = [{"role": "system", "content": f"{GUIDELINES}\n\nYour instructions:\n{instructions}"},
-                    {"role": "user", "content": "(The agent is waiting for your first message.)"}]
+        messages = [
+            {"role": "system", "content": f"{GUIDELINES}\n\nYour instructions:\n{instructions}"},
+            {"role": "user", "content": "(The agent is waiting for your first message.)"},
+        ]
         for speaker, text in turns:  # the model plays the guest: its own turns are the assistant's
             messages.append({"role": "user" if speaker == "agent" else "assistant", "content": text})
         try:
@@ -159,4 +183,3 @@ class ModelUser:
 def describe(user: UserSimulator) -> dict[str, str]:
     """The user's entry in a Results file's `user_info`."""
     return {"implementation": f"{user.kind}_user", "llm": user.model}
-

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Hashable
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -48,7 +49,12 @@ SEGMENT_MIX = ("PLACEMENT_SHIFT", "TARGETING_BROADENING", "TARGETING_NARROWING")
 SEGMENT_SPECIFIC = ("CREATIVE_FATIGUE", "COMPETITIVE_PRESSURE", "AD_QUALITY_DROP", "AUDIENCE_SATURATION")
 CAUSES = CAMPAIGN_WIDE + SEGMENT_MIX + SEGMENT_SPECIFIC + ("NO_SIGNAL",)
 # the metric whose change identifies each segment-specific cause
-PRIMARY = {"CREATIVE_FATIGUE": "ctr", "COMPETITIVE_PRESSURE": "cpc", "AD_QUALITY_DROP": "ctr", "AUDIENCE_SATURATION": "cvr"}
+PRIMARY = {
+    "CREATIVE_FATIGUE": "ctr",
+    "COMPETITIVE_PRESSURE": "cpc",
+    "AD_QUALITY_DROP": "ctr",
+    "AUDIENCE_SATURATION": "cvr",
+}
 SHAPE = tuple(len(v) for v in DIMENSIONS.values())
 PAIRS = tuple(itertools.combinations(range(4), 2))
 SQL_LIMIT = 8_000
@@ -124,7 +130,9 @@ def _simulate(rng: np.random.Generator, cfg: Config) -> tuple[dict[str, dict[str
         shape = [1, 1, 1, 1]
         shape[axis] = 3
         share = share * part.reshape(shape)
-    log_rates = {m: np.log(base) + rng.normal(0, 0.15, SHAPE) for m, base in (("ctr", 0.03), ("cvr", 0.08), ("cpc", 0.9))}
+    log_rates = {
+        m: np.log(base) + rng.normal(0, 0.15, SHAPE) for m, base in (("ctr", 0.03), ("cvr", 0.08), ("cpc", 0.9))
+    }
     # per day multipliers: (days, 3,3,3,3) for rates and mix, (days,) for volume
     mult = {m: np.ones((days,) + SHAPE) for m in ("ctr", "cvr", "cpc", "mix")}
     volume = np.ones(days)
@@ -162,18 +170,28 @@ def _simulate(rng: np.random.Generator, cfg: Config) -> tuple[dict[str, dict[str
         where = _mask(((DIMS[dim], DIMENSIONS[DIMS[dim]][rng.integers(3)]),))
         metric = ("ctr", "cvr", "cpc")[rng.integers(3)]
         size = strength * rng.uniform(0.1, 0.4) * (1 if rng.random() < 0.5 else -1)
-        mult[metric] = mult[metric] * np.where(where, np.exp(sign[metric] * size * np.clip(np.arange(days) - window + 1, 0, None)[:, None, None, None, None] / window), 1.0)
+        mult[metric] = mult[metric] * np.where(
+            where,
+            np.exp(
+                sign[metric] * size * np.clip(np.arange(days) - window + 1, 0, None)[:, None, None, None, None] / window
+            ),
+            1.0,
+        )
 
     season = 1 + 0.06 * np.sin(2 * np.pi * np.arange(days) / 7 + rng.uniform(0, 2 * np.pi))
     total = rng.poisson(cfg.daily_impressions * season * volume)
     mix = share[None] * mult["mix"]
     mix = (mix / mix.sum(axis=(1, 2, 3, 4), keepdims=True)).reshape(days, -1)
-    split = np.stack([rng.multinomial(total[d], rng.dirichlet(400 * mix[d] + 1e-9)) for d in range(days)]).reshape((days,) + SHAPE)
+    split = np.stack([rng.multinomial(total[d], rng.dirichlet(400 * mix[d] + 1e-9)) for d in range(days)]).reshape(
+        (days,) + SHAPE
+    )
     ctr = np.clip(np.exp(log_rates["ctr"])[None] * mult["ctr"], 0, 1)
     cvr = np.clip(np.exp(log_rates["cvr"])[None] * mult["cvr"], 0, 1)
     clicks = rng.binomial(split, ctr)
     orders = rng.binomial(clicks, cvr)
-    spend = np.round(clicks * np.exp(log_rates["cpc"])[None] * mult["cpc"] * np.exp(rng.normal(0, 0.03, clicks.shape)), 2)
+    spend = np.round(
+        clicks * np.exp(log_rates["cpc"])[None] * mult["cpc"] * np.exp(rng.normal(0, 0.03, clicks.shape)), 2
+    )
 
     budget = np.full(days, float(np.round(spend[:window].sum() / window * 1.5, -2)))
     if cause == "BUDGET_CAP":
@@ -188,11 +206,19 @@ def _simulate(rng: np.random.Generator, cfg: Config) -> tuple[dict[str, dict[str
         seg[dim] = np.tile(grid[:, column], days)
     for name, values in (("impressions", split), ("clicks", clicks), ("orders", orders), ("spend", spend)):
         seg[name] = values.reshape(days, -1).reshape(-1)
-    campaign = {"day": np.arange(days), "impressions": split.sum(axis=(1, 2, 3, 4)), "clicks": clicks.sum(axis=(1, 2, 3, 4)),
-                "orders": orders.sum(axis=(1, 2, 3, 4)), "spend": np.round(spend.sum(axis=(1, 2, 3, 4)), 2)}
-    tables = {"daily_campaign": campaign, "segment_daily": seg,
-              "budget_log": {"day": np.arange(days), "daily_budget": budget},
-              "inventory": {"day": np.arange(days), "in_stock_share": np.round(stock, 3)}}
+    campaign = {
+        "day": np.arange(days),
+        "impressions": split.sum(axis=(1, 2, 3, 4)),
+        "clicks": clicks.sum(axis=(1, 2, 3, 4)),
+        "orders": orders.sum(axis=(1, 2, 3, 4)),
+        "spend": np.round(spend.sum(axis=(1, 2, 3, 4)), 2),
+    }
+    tables = {
+        "daily_campaign": campaign,
+        "segment_daily": seg,
+        "budget_log": {"day": np.arange(days), "daily_budget": budget},
+        "inventory": {"day": np.arange(days), "in_stock_share": np.round(stock, 3)},
+    }
     return tables, cause, slice_, onset
 
 
@@ -203,7 +229,9 @@ def _cube(tables: dict[str, dict[str, np.ndarray]], window: int) -> dict[str, np
     return {m: seg[m].reshape((days,) + SHAPE).astype(float) for m in ("impressions", "clicks", "orders", "spend")}
 
 
-def _changes(cube: dict[str, np.ndarray], window: int, axes: tuple[int, ...]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+def _changes(
+    cube: dict[str, np.ndarray], window: int, axes: tuple[int, ...]
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Log change (late half of the intervention window vs baseline) and its z-score, per slice.
 
     Slices are the cells left after summing over the other dimension axes. CTR and CVR changes
@@ -216,7 +244,11 @@ def _changes(cube: dict[str, np.ndarray], window: int, axes: tuple[int, ...]) ->
     base, late = slice(0, window), slice(window + window // 2, 2 * window)
     spread = np.sqrt(1 / window + 1 / (window - window // 2))
     change, z = {}, {}
-    for metric, (num, den) in {"ctr": ("clicks", "impressions"), "cvr": ("orders", "clicks"), "cpc": ("spend", "clicks")}.items():
+    for metric, (num, den) in {
+        "ctr": ("clicks", "impressions"),
+        "cvr": ("orders", "clicks"),
+        "cpc": ("spend", "clicks"),
+    }.items():
         n_base, d_base = np.maximum(sums[num][base].sum(axis=0), 1.0), np.maximum(sums[den][base].sum(axis=0), 1.0)
         n_late, d_late = np.maximum(sums[num][late].sum(axis=0), 1.0), np.maximum(sums[den][late].sum(axis=0), 1.0)
         change[metric] = np.log(n_late / d_late) - np.log(n_base / d_base)
@@ -357,8 +389,10 @@ class _Databases:
         import pyarrow as pa
 
         if self.connection is None:
-            self.connection = duckdb.connect(":memory:", config={
-                "threads": 1, "memory_limit": f"{self.limits.memory_mb}MB", "max_temp_directory_size": "0B"})
+            self.connection = duckdb.connect(
+                ":memory:",
+                config={"threads": 1, "memory_limit": f"{self.limits.memory_mb}MB", "max_temp_directory_size": "0B"},
+            )
             self.connection.execute("SET enable_external_access = false")
             self.connection.execute("SET lock_configuration = true")
         if key not in self.cursors:
@@ -434,7 +468,12 @@ class CausalDiagnosis(Environment):
         "the change to the right cause and the right slice of the data."
     )
     Config = Config
-    ladder = ({"effect_size": 0.8, "n_confounders": 0}, {"effect_size": 0.6, "n_confounders": 1}, {"effect_size": 0.4, "n_confounders": 2}, {"effect_size": 0.3, "n_confounders": 3})
+    ladder = (
+        {"effect_size": 0.8, "n_confounders": 0},
+        {"effect_size": 0.6, "n_confounders": 1},
+        {"effect_size": 0.4, "n_confounders": 2},
+        {"effect_size": 0.3, "n_confounders": 3},
+    )
     max_turns = 12
     sql_limits: ClassVar[SQLLimits] = SQLLimits()
     # one in-memory DuckDB for the process; results of (episode, query), which are deterministic
@@ -493,13 +532,22 @@ class CausalDiagnosis(Environment):
         r_attr = cause_right * (0.5 + 0.5 * jaccard)
         r_full = float(cause_right and predicted == truth)
         reward = 0.65 * r_attr + 0.30 * r_full + 0.05
-        return round(reward, 6), {"parsed": True, "cause_right": cause_right, "jaccard": jaccard, "r_full": r_full,
-                                  "true_cause": self.world.cause, "onset": self.world.onset}
+        return round(reward, 6), {
+            "parsed": True,
+            "cause_right": cause_right,
+            "jaccard": jaccard,
+            "r_full": r_full,
+            "true_cause": self.world.cause,
+            "onset": self.world.onset,
+        }
 
     def _queries(self) -> list[str]:
         window = self.config.window_days
-        return [call("sql", query="SELECT * FROM budget_log JOIN inventory USING (day) ORDER BY day"),
-                call("sql", query=_mix_sql(window)), call("sql", query=_slice_sql(window))]
+        return [
+            call("sql", query="SELECT * FROM budget_log JOIN inventory USING (day) ORDER BY day"),
+            call("sql", query=_mix_sql(window)),
+            call("sql", query=_slice_sql(window)),
+        ]
 
     def _oracle(self) -> list[str]:
         return self._queries() + [_answer(self.world.cause, self.world.slice)]
@@ -507,8 +555,11 @@ class CausalDiagnosis(Environment):
     def _wrong(self) -> list[list[str]]:
         cause, slice_ = self.world.cause, self.world.slice
         other = CAUSES[(CAUSES.index(cause) + 1) % len(CAUSES)]
-        wrong = [[_answer(other, slice_)], [_answer("NO_SIGNAL" if cause != "NO_SIGNAL" else "CREATIVE_FATIGUE", ())],
-                 ["The cause is probably creative fatigue."]]
+        wrong = [
+            [_answer(other, slice_)],
+            [_answer("NO_SIGNAL" if cause != "NO_SIGNAL" else "CREATIVE_FATIGUE", ())],
+            ["The cause is probably creative fatigue."],
+        ]
         if slice_:
             dim, value = slice_[0]
             moved = DIMENSIONS[dim][(DIMENSIONS[dim].index(value) + 1) % 3]
@@ -516,5 +567,7 @@ class CausalDiagnosis(Environment):
         return wrong
 
     def _hint(self) -> str:
-        return ("Compare the baseline window with the late intervention window: check budget_log and inventory first, "
-                "then CTR, CVR and CPC per pair of dimensions, then impression shares per placement and audience.")
+        return (
+            "Compare the baseline window with the late intervention window: check budget_log and inventory first, "
+            "then CTR, CVR and CPC per pair of dimensions, then impression shares per placement and audience."
+        )

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import difflib
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Literal, get_args
+from typing import Any, ClassVar, Literal, get_args
 
 from tracegym.synth_envs import sandbox
 from tracegym.synth_envs.base import Environment, ToolError
@@ -54,48 +55,81 @@ def _ints(rng: random.Random, n: int, low: int = -20, high: int = 50) -> list[in
 
 
 TEMPLATES: tuple[_Template, ...] = (
-    _Template("def {name}(x, lo, hi):\n    return max(lo, min(x, hi))\n",
-              (("min(x, hi)", "min(x, lo)"), ("max(lo, min(x, hi))", "min(lo, max(x, hi))")),
-              lambda r: (r.randrange(-50, 50), r.randrange(-20, 0), r.randrange(1, 20))),
-    _Template("def {name}(values, k):\n    out = []\n    for i in range(len(values) - k + 1):\n"
-              "        out.append(sum(values[i:i + k]) / k)\n    return out\n",
-              (("len(values) - k + 1", "len(values) - k"), ("values[i:i + k]", "values[i:i + k - 1]")),
-              lambda r: (_ints(r, r.randrange(4, 9)), r.randrange(2, 4))),
-    _Template("def {name}(text):\n    counts = {{}}\n    for word in text.lower().split():\n        word = word.strip('.,!?')\n"
-              "        if word:\n            counts[word] = counts.get(word, 0) + 1\n    return counts\n",
-              (("text.lower().split()", "text.split()"), ("counts.get(word, 0) + 1", "counts.get(word, 1)")),
-              lambda r: (" ".join(r.choice(["The", "the", "cat", "Cat.", "sat", "on", "mat!", "a", "A"]) for _ in range(r.randrange(5, 10))),)),
-    _Template("def {name}(values):\n    out, best = [], None\n    for v in values:\n        if best is None or v > best:\n"
-              "            best = v\n        out.append(best)\n    return out\n",
-              (("v > best", "v < best"), ("out.append(best)", "out.append(v)")),
-              lambda r: (_ints(r, r.randrange(5, 9)),)),
-    _Template("def {name}(items):\n    seen, out = set(), []\n    for item in items:\n        if item not in seen:\n"
-              "            seen.add(item)\n            out.append(item)\n    return out\n",
-              (("if item not in seen:", "if item not in out[-1:]:"),),
-              lambda r: ([r.randrange(0, 5) for _ in range(r.randrange(6, 10))],)),
-    _Template("def {name}(items, target):\n    lo, hi = 0, len(items) - 1\n    while lo <= hi:\n        mid = (lo + hi) // 2\n"
-              "        if items[mid] == target:\n            return mid\n        if items[mid] < target:\n            lo = mid + 1\n"
-              "        else:\n            hi = mid - 1\n    return -1\n",
-              (("while lo <= hi:", "while lo < hi:"), ("lo, hi = 0, len(items) - 1", "lo, hi = 0, len(items) - 2")),
-              lambda r: (lambda xs: (xs, r.choice(xs[-2:] + [xs[0], 999])))(sorted(set(_ints(r, 7))))),
-    _Template("def {name}(items, size):\n    return [items[i:i + size] for i in range(0, len(items), size)]\n",
-              (("range(0, len(items), size)", "range(0, len(items) - size, size)"), ("items[i:i + size]", "items[i:i + size - 1]")),
-              lambda r: (_ints(r, r.randrange(5, 11)), r.randrange(2, 4))),
-    _Template("def {name}(intervals):\n    merged = []\n    for start, end in sorted(intervals):\n"
-              "        if merged and start <= merged[-1][1]:\n            merged[-1][1] = max(merged[-1][1], end)\n"
-              "        else:\n            merged.append([start, end])\n    return merged\n",
-              (("start <= merged[-1][1]", "start < merged[-1][1]"), ("max(merged[-1][1], end)", "end")),
-              lambda r: ([(lambda a: [a, a + r.randrange(0, 6)])(r.randrange(0, 20)) for _ in range(r.randrange(3, 6))] + [[3, 5], [5, 7], [1, 9], [2, 4]],)),
-    _Template("def {name}(text):\n    out = []\n    for ch in text:\n        if out and out[-1][0] == ch:\n            out[-1][1] += 1\n"
-              "        else:\n            out.append([ch, 1])\n    return [(ch, n) for ch, n in out]\n",
-              (("out[-1][1] += 1", "out[-1][1] = 2"),),
-              lambda r: ("".join(r.choice("aab") * r.randrange(1, 5) for _ in range(r.randrange(3, 6))),)),
-    _Template("def {name}(old, new):\n    return round((new - old) / old * 100, {digits})\n",
-              (("(new - old) / old", "(new - old) / new"),),
-              lambda r: (r.randrange(10, 200), r.randrange(10, 200))),
-    _Template("def {name}(year):\n    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)\n",
-              (("year % 100 != 0 or", "year % 100 != 0 and"),),
-              lambda r: (r.choice([1900, 2000, 2024, 2023, 2100, 2400, r.randrange(1800, 2400)]),)),
+    _Template(
+        "def {name}(x, lo, hi):\n    return max(lo, min(x, hi))\n",
+        (("min(x, hi)", "min(x, lo)"), ("max(lo, min(x, hi))", "min(lo, max(x, hi))")),
+        lambda r: (r.randrange(-50, 50), r.randrange(-20, 0), r.randrange(1, 20)),
+    ),
+    _Template(
+        "def {name}(values, k):\n    out = []\n    for i in range(len(values) - k + 1):\n"
+        "        out.append(sum(values[i:i + k]) / k)\n    return out\n",
+        (("len(values) - k + 1", "len(values) - k"), ("values[i:i + k]", "values[i:i + k - 1]")),
+        lambda r: (_ints(r, r.randrange(4, 9)), r.randrange(2, 4)),
+    ),
+    _Template(
+        "def {name}(text):\n    counts = {{}}\n    for word in text.lower().split():\n        word = word.strip('.,!?')\n"
+        "        if word:\n            counts[word] = counts.get(word, 0) + 1\n    return counts\n",
+        (("text.lower().split()", "text.split()"), ("counts.get(word, 0) + 1", "counts.get(word, 1)")),
+        lambda r: (
+            " ".join(
+                r.choice(["The", "the", "cat", "Cat.", "sat", "on", "mat!", "a", "A"])
+                for _ in range(r.randrange(5, 10))
+            ),
+        ),
+    ),
+    _Template(
+        "def {name}(values):\n    out, best = [], None\n    for v in values:\n        if best is None or v > best:\n"
+        "            best = v\n        out.append(best)\n    return out\n",
+        (("v > best", "v < best"), ("out.append(best)", "out.append(v)")),
+        lambda r: (_ints(r, r.randrange(5, 9)),),
+    ),
+    _Template(
+        "def {name}(items):\n    seen, out = set(), []\n    for item in items:\n        if item not in seen:\n"
+        "            seen.add(item)\n            out.append(item)\n    return out\n",
+        (("if item not in seen:", "if item not in out[-1:]:"),),
+        lambda r: ([r.randrange(0, 5) for _ in range(r.randrange(6, 10))],),
+    ),
+    _Template(
+        "def {name}(items, target):\n    lo, hi = 0, len(items) - 1\n    while lo <= hi:\n        mid = (lo + hi) // 2\n"
+        "        if items[mid] == target:\n            return mid\n        if items[mid] < target:\n            lo = mid + 1\n"
+        "        else:\n            hi = mid - 1\n    return -1\n",
+        (("while lo <= hi:", "while lo < hi:"), ("lo, hi = 0, len(items) - 1", "lo, hi = 0, len(items) - 2")),
+        lambda r: (lambda xs: (xs, r.choice(xs[-2:] + [xs[0], 999])))(sorted(set(_ints(r, 7)))),
+    ),
+    _Template(
+        "def {name}(items, size):\n    return [items[i:i + size] for i in range(0, len(items), size)]\n",
+        (
+            ("range(0, len(items), size)", "range(0, len(items) - size, size)"),
+            ("items[i:i + size]", "items[i:i + size - 1]"),
+        ),
+        lambda r: (_ints(r, r.randrange(5, 11)), r.randrange(2, 4)),
+    ),
+    _Template(
+        "def {name}(intervals):\n    merged = []\n    for start, end in sorted(intervals):\n"
+        "        if merged and start <= merged[-1][1]:\n            merged[-1][1] = max(merged[-1][1], end)\n"
+        "        else:\n            merged.append([start, end])\n    return merged\n",
+        (("start <= merged[-1][1]", "start < merged[-1][1]"), ("max(merged[-1][1], end)", "end")),
+        lambda r: (
+            [(lambda a: [a, a + r.randrange(0, 6)])(r.randrange(0, 20)) for _ in range(r.randrange(3, 6))]
+            + [[3, 5], [5, 7], [1, 9], [2, 4]],
+        ),
+    ),
+    _Template(
+        "def {name}(text):\n    out = []\n    for ch in text:\n        if out and out[-1][0] == ch:\n            out[-1][1] += 1\n"
+        "        else:\n            out.append([ch, 1])\n    return [(ch, n) for ch, n in out]\n",
+        (("out[-1][1] += 1", "out[-1][1] = 2"),),
+        lambda r: ("".join(r.choice("aab") * r.randrange(1, 5) for _ in range(r.randrange(3, 6))),),
+    ),
+    _Template(
+        "def {name}(old, new):\n    return round((new - old) / old * 100, {digits})\n",
+        (("(new - old) / old", "(new - old) / new"),),
+        lambda r: (r.randrange(10, 200), r.randrange(10, 200)),
+    ),
+    _Template(
+        "def {name}(year):\n    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)\n",
+        (("year % 100 != 0 or", "year % 100 != 0 and"),),
+        lambda r: (r.choice([1900, 2000, 2024, 2023, 2100, 2400, r.randrange(1800, 2400)]),),
+    ),
 )
 VERBS = ("compute", "build", "collect", "find", "make", "get", "calc", "derive")
 NOUNS = ("clamp", "window", "tally", "peaks", "unique", "index", "chunks", "spans", "runs", "delta", "leap")
@@ -141,8 +175,14 @@ def _run(namespace: dict[str, Any], name: str, args: tuple) -> str:
         return f"raises {type(error).__name__}"
 
 
-def _hidden_cases(rng: random.Random, picked: list[int], names: list[str], buggy_name: str, correct: dict[str, Any],
-                  broken: dict[str, Any]) -> list[sandbox.Case]:
+def _hidden_cases(
+    rng: random.Random,
+    picked: list[int],
+    names: list[str],
+    buggy_name: str,
+    correct: dict[str, Any],
+    broken: dict[str, Any],
+) -> list[sandbox.Case]:
     """`HIDDEN_PER_FUNCTION` graded inputs per function, never shown to the agent: for the buggy
     function, inputs its bug gets wrong (of at most `HIDDEN_DRAWS` draws); for the others, any
     input whose correct call returns (the buggy module passes those, as the functions are equal)."""
@@ -175,8 +215,10 @@ class CodeRepair(Environment):
     max_turns = 10
     sandbox_config: ClassVar[sandbox.SandboxConfig] = sandbox.SandboxConfig()  # limits of every run
     runs_code = True
-    instructions = ("You are a software engineer. A test in test_utils.py fails. Find the bug in utils.py and fix it "
-                    "with a minimal edit; do not change the tests. When done, reply with a one-line summary of the fix.")
+    instructions = (
+        "You are a software engineer. A test in test_utils.py fails. Find the bug in utils.py and fix it "
+        "with a minimal edit; do not change the tests. When done, reply with a one-line summary of the fix."
+    )
     world: _World
     state: _State
 
@@ -208,19 +250,32 @@ class CodeRepair(Environment):
                     target = test_name
         if target is None:
             return None
-        good_line, bad_line = next((g, b) for g, b in zip(parts[buggy_index].splitlines(), buggy_part.splitlines()) if g != b)
+        good_line, bad_line = next(
+            (g, b) for g, b in zip(parts[buggy_index].splitlines(), buggy_part.splitlines()) if g != b
+        )
         if buggy.count(bad_line) != 1:
             return None
         other = (buggy_index + 1) % len(picked)
         decoy_good, decoy_bad = TEMPLATES[picked[other]].bugs[0]
         decoy = (decoy_good, decoy_bad) if buggy.count(decoy_good) == 1 else ("", "")
-        hidden = _hidden_cases(random.Random(f"code_repair/hidden/{seed}"), picked, names, names[buggy_index], correct, broken)
+        hidden = _hidden_cases(
+            random.Random(f"code_repair/hidden/{seed}"), picked, names, names[buggy_index], correct, broken
+        )
         target_cases = [target] + [c.case for c in hidden if c.function == names[buggy_index]]
         if len(target_cases) == 1:
             return None
         passing += [c.case for c in hidden if c.function != names[buggy_index]]
-        return _World(module, buggy, "".join(tests), target, tuple(passing), (bad_line, good_line), decoy,
-                      tuple(cases + hidden), tuple(target_cases))
+        return _World(
+            module,
+            buggy,
+            "".join(tests),
+            target,
+            tuple(passing),
+            (bad_line, good_line),
+            decoy,
+            tuple(cases + hidden),
+            tuple(target_cases),
+        )
 
     def _task(self) -> str:
         return f"The test {self.world.target} fails. Please fix the bug."
@@ -276,21 +331,37 @@ class CodeRepair(Environment):
         passed = set(result.passed)
         target = all(case in passed for case in w.target_cases)
         kept = target and all(case in passed for case in w.passing_before)
-        changed = sum(1 for line in difflib.unified_diff(w.buggy.splitlines(), module.splitlines(), lineterm="", n=0)
-                      if line[:1] in "+-" and not line.startswith(("+++", "---")))
+        changed = sum(
+            1
+            for line in difflib.unified_diff(w.buggy.splitlines(), module.splitlines(), lineterm="", n=0)
+            if line[:1] in "+-" and not line.startswith(("+++", "---"))
+        )
         minimal = target and changed <= 4  # the reference fix is 2 diff lines (-1/+1); allow 2 more
         reward = 0.4 * target + 0.4 * kept + 0.1 * minimal + fmt
         return round(reward, 6), {"edited": True, "target": target, "no_regressions": kept, "changed_lines": changed}
 
     def _oracle(self) -> list[str]:
         bad, good = self.world.fix
-        return [call("read_file", path=MODULE), call("replace_in_file", path=MODULE, old=bad, new=good),
-                f"Fixed the bug: replaced `{bad.strip()}` with `{good.strip()}`."]
+        return [
+            call("read_file", path=MODULE),
+            call("replace_in_file", path=MODULE, old=bad, new=good),
+            f"Fixed the bug: replaced `{bad.strip()}` with `{good.strip()}`.",
+        ]
 
     def _wrong(self) -> list[list[str]]:
         bad, good = self.world.fix
-        wrong = [[call("read_file", path=MODULE), "The code looks correct to me."],
-                 [call("replace_in_file", path=TESTS, old=f"def {self.world.target}():", new=f"def _skipped_{self.world.target}():"), "Done."]]
+        wrong = [
+            [call("read_file", path=MODULE), "The code looks correct to me."],
+            [
+                call(
+                    "replace_in_file",
+                    path=TESTS,
+                    old=f"def {self.world.target}():",
+                    new=f"def _skipped_{self.world.target}():",
+                ),
+                "Done.",
+            ],
+        ]
         if self.world.decoy[0]:
             decoy_good, decoy_bad = self.world.decoy
             wrong.append([call("replace_in_file", path=MODULE, old=decoy_good, new=decoy_bad), "Fixed."])

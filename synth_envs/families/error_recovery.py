@@ -71,28 +71,35 @@ class ErrorRecovery(Environment):
     # One knob at a time from rung 0 to 2: a short warm start of the demo's base agent that solved rung 0
     # greedily scored a sampled reward of 0.05 when packages and error kinds rose together (measured,
     # benchmarks/warm_start_probe.py --rung 1), too little signal for GRPO's groups.
-    ladder = ({"n_packages": 1, "failure_rate": 0.5, "n_error_kinds": 1},
-              {"n_packages": 2, "failure_rate": 0.5, "n_error_kinds": 1},
-              {"n_packages": 2, "failure_rate": 0.5, "n_error_kinds": 2},
-              {"n_packages": 3, "failure_rate": 0.6, "n_error_kinds": 4},
-              {"n_packages": 5, "failure_rate": 0.8, "n_error_kinds": 4},
-              {"n_packages": 8, "failure_rate": 1.0, "max_failures": 3, "n_error_kinds": 4})
+    ladder = (
+        {"n_packages": 1, "failure_rate": 0.5, "n_error_kinds": 1},
+        {"n_packages": 2, "failure_rate": 0.5, "n_error_kinds": 1},
+        {"n_packages": 2, "failure_rate": 0.5, "n_error_kinds": 2},
+        {"n_packages": 3, "failure_rate": 0.6, "n_error_kinds": 4},
+        {"n_packages": 5, "failure_rate": 0.8, "n_error_kinds": 4},
+        {"n_packages": 8, "failure_rate": 1.0, "max_failures": 3, "n_error_kinds": 4},
+    )
     max_turns = 12
-    instructions = ("You track packages with an unreliable API. Errors tell you what to do; follow them and retry. "
-                    'Finish with a JSON object mapping each package id the user gave to its status, e.g. {"PKG-1234": "delivered"}.')
+    instructions = (
+        "You track packages with an unreliable API. Errors tell you what to do; follow them and retry. "
+        'Finish with a JSON object mapping each package id the user gave to its status, e.g. {"PKG-1234": "delivered"}.'
+    )
     world: _World
     state: _State
 
     def _generate(self, seed: int) -> _World:
         cfg, rng = self.config, random.Random(seed)
         ids = [f"PKG-{n}" for n in rng.sample(range(1000, 9999), 2 * max(cfg.n_packages, 1))]
-        packages, spare = ids[: max(cfg.n_packages, 1)], ids[max(cfg.n_packages, 1):]
+        packages, spare = ids[: max(cfg.n_packages, 1)], ids[max(cfg.n_packages, 1) :]
         kinds = _kinds(cfg.n_error_kinds)
         status, fault, merged = {}, {}, {}
         for package in packages:
             if rng.random() < cfg.failure_rate:
                 kind = rng.choice(kinds)
-                fault[package] = (kind, rng.randrange(1, max(cfg.max_failures, 1) + 1) if kind == "transient" else rng.choice([5, 10, 30]))
+                fault[package] = (
+                    kind,
+                    rng.randrange(1, max(cfg.max_failures, 1) + 1) if kind == "transient" else rng.choice([5, 10, 30]),
+                )
                 if kind == "merged":
                     merged[package] = spare.pop()
             status[merged.get(package, package)] = rng.choice(STATUSES)
@@ -108,8 +115,10 @@ class ErrorRecovery(Environment):
 
     def _new_state(self) -> _State:
         fault = self.world.fault
-        return _State({p: f[1] for p, f in fault.items() if f[0] == "transient"},
-                      {p for p, f in fault.items() if f[0] in ("rate_limit", "session")})
+        return _State(
+            {p: f[1] for p, f in fault.items() if f[0] == "transient"},
+            {p for p, f in fault.items() if f[0] in ("rate_limit", "session")},
+        )
 
     # -- tools ----------------------------------------------------------------------------------
 
@@ -213,5 +222,7 @@ class ErrorRecovery(Environment):
         return None if self.world.fault else "no package fails: nothing to recover from"
 
     def _hint(self) -> str:
-        return ("Track every package; when a call fails, read the error: retry 503s, call wait with the stated "
-                "seconds after a 429, refresh_session after a 401, and track the new id after a 410.")
+        return (
+            "Track every package; when a call fails, read the error: retry 503s, call wait with the stated "
+            "seconds after a 429, refresh_session after a 401, and track the new id after a 410."
+        )

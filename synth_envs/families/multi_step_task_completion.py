@@ -12,8 +12,9 @@ offers, all five tools: the prompt is the same at every setting.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, get_args
+from typing import Any, Literal, get_args
 
 from tracegym.synth_envs.base import Environment, ToolError
 from tracegym.synth_envs.common import call, calls
@@ -23,7 +24,20 @@ from tracegym.synth_envs.tools import tool
 Warehouse = Literal["north", "south", "east", "west"]
 Status = Literal["active", "reorder", "archived"]
 WAREHOUSES = get_args(Warehouse)
-NOUNS = ["bolt", "valve", "hinge", "gasket", "spring", "pulley", "clamp", "washer", "bracket", "rivet", "sprocket", "bearing"]
+NOUNS = [
+    "bolt",
+    "valve",
+    "hinge",
+    "gasket",
+    "spring",
+    "pulley",
+    "clamp",
+    "washer",
+    "bracket",
+    "rivet",
+    "sprocket",
+    "bearing",
+]
 ADJECTIVES = ["steel", "brass", "nylon", "copper", "zinc", "rubber"]
 
 Db = dict[str, dict[str, Any]]
@@ -66,8 +80,10 @@ def _op_restock(db: Db, rng: random.Random) -> tuple[str, list[Write]] | None:
     if sum(db[i]["quantity"] == lowest for i in pool) > 1:
         return None
     target = next(i for i in pool if db[i]["quantity"] == lowest)
-    return (f"add {units} units to the non-archived item with the lowest quantity in the {w} warehouse",
-            [("adjust_quantity", {"item_id": target, "delta": units})])
+    return (
+        f"add {units} units to the non-archived item with the lowest quantity in the {w} warehouse",
+        [("adjust_quantity", {"item_id": target, "delta": units})],
+    )
 
 
 def _op_reprice(db: Db, rng: random.Random) -> tuple[str, list[Write]] | None:
@@ -80,8 +96,10 @@ def _op_reprice(db: Db, rng: random.Random) -> tuple[str, list[Write]] | None:
         return None
     target = next(i for i in pool if db[i]["price"] == cheapest)
     price = round(db[target]["price"] * (1 + percent / 100), 2)
-    return (f"raise the price of the cheapest active item in the {w} warehouse by {percent}% (round to cents)",
-            [("set_price", {"item_id": target, "price": price})])
+    return (
+        f"raise the price of the cheapest active item in the {w} warehouse by {percent}% (round to cents)",
+        [("set_price", {"item_id": target, "price": price})],
+    )
 
 
 def _op_archive(db: Db, rng: random.Random) -> tuple[str, list[Write]] | None:
@@ -92,7 +110,11 @@ def _op_archive(db: Db, rng: random.Random) -> tuple[str, list[Write]] | None:
 
 
 OPERATIONS: tuple[Callable[[Db, random.Random], tuple[str, list[Write]] | None], ...] = (
-    _op_reorder, _op_move, _op_restock, _op_reprice, _op_archive,
+    _op_reorder,
+    _op_move,
+    _op_restock,
+    _op_reprice,
+    _op_archive,
 )
 
 
@@ -135,7 +157,13 @@ class MultiStepTaskCompletion(Environment):
         "records the request did not ask for; later steps depend on the results of earlier ones."
     )
     Config = Config
-    ladder = ({"n_operations": 2, "n_items": 10}, {"n_operations": 3, "n_items": 16}, {"n_operations": 4, "n_items": 20}, {"n_operations": 5, "n_items": 24}, {"n_operations": 6, "n_items": 28})
+    ladder = (
+        {"n_operations": 2, "n_items": 10},
+        {"n_operations": 3, "n_items": 16},
+        {"n_operations": 4, "n_items": 20},
+        {"n_operations": 5, "n_items": 24},
+        {"n_operations": 6, "n_items": 28},
+    )
     max_turns = 16
     instructions = (
         "You manage a parts inventory. Carry out every step of the manager's request, in order, "
@@ -150,10 +178,13 @@ class MultiStepTaskCompletion(Environment):
         db: Db = {}
         for index in range(self.config.n_items):
             item_id = f"IT-{100 + index * 13 + rng.randrange(13)}"
-            db[item_id] = {"name": f"{rng.choice(ADJECTIVES)} {rng.choice(NOUNS)}", "warehouse": rng.choice(WAREHOUSES),
-                           "status": rng.choice(["active", "active", "active", "reorder"]),
-                           "quantity": rng.choice([0, 0, rng.randrange(1, 30), rng.randrange(1, 60)]),
-                           "price": round(rng.uniform(0.5, 90), 2)}
+            db[item_id] = {
+                "name": f"{rng.choice(ADJECTIVES)} {rng.choice(NOUNS)}",
+                "warehouse": rng.choice(WAREHOUSES),
+                "status": rng.choice(["active", "active", "active", "reorder"]),
+                "quantity": rng.choice([0, 0, rng.randrange(1, 30), rng.randrange(1, 60)]),
+                "price": round(rng.uniform(0.5, 90), 2),
+            }
         expected = _copy(db)
         steps: list[tuple[str, list[Write]]] = []
         for _ in range(self.config.n_operations):
@@ -189,7 +220,9 @@ class MultiStepTaskCompletion(Environment):
     def search_items(self, warehouse: Warehouse, status: Status | None = None) -> list[dict[str, Any]]:
         """Items of a warehouse (optionally with one status): id, name, status, quantity, price."""
         db = self.state.db
-        return [{"item_id": i, **{k: v for k, v in db[i].items() if k != "warehouse"}} for i in _in(db, warehouse, status)]
+        return [
+            {"item_id": i, **{k: v for k, v in db[i].items() if k != "warehouse"}} for i in _in(db, warehouse, status)
+        ]
 
     def _known(self, item_id: str) -> None:
         if item_id not in self.state.db:
@@ -252,7 +285,12 @@ class MultiStepTaskCompletion(Environment):
         fraction = right / len(touched)
         success = right == len(touched)
         reward = 0.8 * fraction + 0.2 * success
-        return round(reward, 6), {"items_right": right, "items_touched": len(touched), "required": len(required), "success": success}
+        return round(reward, 6), {
+            "items_right": right,
+            "items_touched": len(touched),
+            "required": len(required),
+            "success": success,
+        }
 
     def _turns(self, steps: list[tuple[str, list[Write]]]) -> list[str]:
         turns = []
@@ -270,15 +308,29 @@ class MultiStepTaskCompletion(Environment):
         wrong = [self._turns(steps[:-1]), self._turns(steps[1:])]
         first_text, first_writes = steps[0]
         tool_name, args = first_writes[0]
-        field_name, value = {"update_status": ("status", args.get("status")), "move_item": ("warehouse", args.get("warehouse")),
-                             "adjust_quantity": ("quantity", None), "set_price": ("price", args.get("price"))}[tool_name]
+        field_name, value = {
+            "update_status": ("status", args.get("status")),
+            "move_item": ("warehouse", args.get("warehouse")),
+            "adjust_quantity": ("quantity", None),
+            "set_price": ("price", args.get("price")),
+        }[tool_name]
         targets = {a["item_id"] for _, a in first_writes}
-        extra = next((i for i in sorted(initial) if i not in targets and expected[i][field_name] != value
-                      and expected[i] == initial[i]), None)
+        extra = next(
+            (
+                i
+                for i in sorted(initial)
+                if i not in targets and expected[i][field_name] != value and expected[i] == initial[i]
+            ),
+            None,
+        )
         if extra is not None:
-            wrong.append(self._turns([(first_text, first_writes + [(tool_name, {**args, "item_id": extra})])] + steps[1:]))
+            wrong.append(
+                self._turns([(first_text, first_writes + [(tool_name, {**args, "item_id": extra})])] + steps[1:])
+            )
         return wrong
 
     def _hint(self) -> str:
-        return ("Work step by step: before each step, search the warehouse it names (the earlier steps "
-                "change which items qualify), then apply the change to every qualifying item.")
+        return (
+            "Work step by step: before each step, search the warehouse it names (the earlier steps "
+            "change which items qualify), then apply the change to every qualifying item."
+        )

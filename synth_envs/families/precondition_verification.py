@@ -90,7 +90,12 @@ class PreconditionVerification(Environment):
         "requests the policy forbids instead of executing them."
     )
     Config = Config
-    ladder = ({"max_conditions": 1, "n_orders": 1}, {"max_conditions": 2, "n_orders": 2}, {"max_conditions": 3, "n_orders": 4}, {"max_conditions": 3, "n_orders": 8})
+    ladder = (
+        {"max_conditions": 1, "n_orders": 1},
+        {"max_conditions": 2, "n_orders": 2},
+        {"max_conditions": 3, "n_orders": 4},
+        {"max_conditions": 3, "n_orders": 8},
+    )
     max_turns = 8
     world: _World
     state: _State
@@ -106,8 +111,11 @@ class PreconditionVerification(Environment):
         for _ in range(max(cfg.n_orders, 1)):
             status = rng.choice(["pending", "shipped", "delivered", "cancelled"])
             orders[f"#{rng.randrange(100_000, 999_999)}"] = {
-                "status": status, "total": round(rng.uniform(10, 500), 2), "address": f"{rng.randrange(1, 99)} {rng.choice(STREETS)}",
-                "days_since_delivery": rng.randrange(1, 90) if status == "delivered" else None}
+                "status": status,
+                "total": round(rng.uniform(10, 500), 2),
+                "address": f"{rng.randrange(1, 99)} {rng.choice(STREETS)}",
+                "days_since_delivery": rng.randrange(1, 90) if status == "delivered" else None,
+            }
         order_id = rng.choice(sorted(orders))
         target = orders[order_id]
         # make the target satisfy every rule except `broken`
@@ -140,9 +148,11 @@ class PreconditionVerification(Environment):
 
     def _task(self) -> str:
         w = self.world
-        ask = {"cancel": f"Please cancel my order {w.order_id}.",
-               "change_address": f"Please ship my order {w.order_id} to {w.address} instead.",
-               "refund": f"I want a refund for order {w.order_id}."}[w.request]
+        ask = {
+            "cancel": f"Please cancel my order {w.order_id}.",
+            "change_address": f"Please ship my order {w.order_id} to {w.address} instead.",
+            "refund": f"I want a refund for order {w.order_id}.",
+        }[w.request]
         return f"Hi, I'm {w.user['name']} (user id {w.user['user_id']}). {ask}"
 
     def _new_state(self) -> _State:
@@ -214,21 +224,36 @@ class PreconditionVerification(Environment):
         write_tool = REQUESTS[w.request][0]
         writes = [c for c in self.calls if c.name in WRITES]
         first_write = next((n for n, c in enumerate(self.calls) if c.name in WRITES), len(self.calls))
-        read = {"order" if c.name == "get_order" and c.arguments.get("order_id") == w.order_id else
-                "user" if c.name == "get_user" else "" for c in self.calls[:first_write]}
+        read = {
+            "order"
+            if c.name == "get_order" and c.arguments.get("order_id") == w.order_id
+            else "user"
+            if c.name == "get_user"
+            else ""
+            for c in self.calls[:first_write]
+        }
         checked = self._needed_reads() <= read
         answer = final_answer.strip().upper()
         refused = re.match(r"REFUSED\W*(R\d)?", answer)
         if w.broken is None:  # the right write, and no refusal after it (that would contradict it)
-            decided = (len(writes) == 1 and writes[0].name == write_tool and writes[0].arguments.get("order_id") == w.order_id
-                       and (write_tool != "update_address" or writes[0].arguments.get("address", "").strip() == w.address)
-                       and not refused)
+            decided = (
+                len(writes) == 1
+                and writes[0].name == write_tool
+                and writes[0].arguments.get("order_id") == w.order_id
+                and (write_tool != "update_address" or writes[0].arguments.get("address", "").strip() == w.address)
+                and not refused
+            )
             verdict = float(answer.startswith("DONE"))
         else:  # the refusal naming the broken rule, and no write: a forbidden write is the very failure trained against
             decided = bool(refused) and refused.group(1) == w.broken and not writes
             verdict = float(decided)
         reward = decided * (0.75 * checked + 0.25 * verdict)  # an unchecked decision is a guess: 0.25 at most
-        return round(reward, 6), {"forbidden": w.broken, "decided": decided, "checked_first": checked, "verdict": verdict}
+        return round(reward, 6), {
+            "forbidden": w.broken,
+            "decided": decided,
+            "checked_first": checked,
+            "verdict": verdict,
+        }
 
     def _reads(self) -> str:
         w = self.world
@@ -240,7 +265,9 @@ class PreconditionVerification(Environment):
     def _write(self) -> str:
         w = self.world
         write_tool = REQUESTS[w.request][0]
-        return call(write_tool, order_id=w.order_id, **({"address": w.address} if write_tool == "update_address" else {}))
+        return call(
+            write_tool, order_id=w.order_id, **({"address": w.address} if write_tool == "update_address" else {})
+        )
 
     def _oracle(self) -> list[str]:
         if self.world.broken:
@@ -250,9 +277,15 @@ class PreconditionVerification(Environment):
     def _wrong(self) -> list[list[str]]:
         if self.world.broken:
             other = next(r for r in ("R1", "R2", "R3", "R4") if r != self.world.broken)
-            return [[self._reads(), self._write(), "DONE"], [self._write(), "DONE"], [self._reads(), f"REFUSED: {other}"]]
+            return [
+                [self._reads(), self._write(), "DONE"],
+                [self._write(), "DONE"],
+                [self._reads(), f"REFUSED: {other}"],
+            ]
         return [[self._write(), "DONE"], [self._reads(), "REFUSED: R1"], [self._reads(), "DONE"]]
 
     def _hint(self) -> str:
         rules = ", ".join(REQUESTS[self.world.request][1])
-        return f"This request is governed by {rules}: look up the order (and the account if R3 applies) before deciding."
+        return (
+            f"This request is governed by {rules}: look up the order (and the account if R3 applies) before deciding."
+        )

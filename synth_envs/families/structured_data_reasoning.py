@@ -84,7 +84,13 @@ class StructuredDataReasoning(Environment):
         "as counts, sums and maxima correctly from the data rather than guessing."
     )
     Config = Config
-    ladder = ({"n_customers": 8, "n_constraints": 1}, {"n_customers": 16, "n_constraints": 1}, {"n_customers": 24, "n_constraints": 2}, {"n_customers": 36, "n_constraints": 3}, {"n_customers": 48, "n_constraints": 4})
+    ladder = (
+        {"n_customers": 8, "n_constraints": 1},
+        {"n_customers": 16, "n_constraints": 1},
+        {"n_customers": 24, "n_constraints": 2},
+        {"n_customers": 36, "n_constraints": 3},
+        {"n_customers": 48, "n_constraints": 4},
+    )
     max_turns = 8
     instructions = (
         "You are a data analyst for an online store. Answer the user's question exactly, "
@@ -98,7 +104,14 @@ class StructuredDataReasoning(Environment):
         customers, orders = [], {}
         for index in range(cfg.n_customers):
             cid = f"C-{1000 + index * 7 + int(draw() * 7)}"
-            customers.append({"customer_id": cid, "name": person_name(rng), "tier": TIERS[int(draw() * 3)], "city": CITIES[int(draw() * 6)]})
+            customers.append(
+                {
+                    "customer_id": cid,
+                    "name": person_name(rng),
+                    "tier": TIERS[int(draw() * 3)],
+                    "city": CITIES[int(draw() * 6)],
+                }
+            )
             orders[cid] = [
                 {
                     "order_id": f"O-{10_000 + int(draw() * 89_999)}",
@@ -125,13 +138,17 @@ class StructuredDataReasoning(Environment):
                 start = rng.randrange(1, 10)
                 constraints["months"] = (f"2024-{start:02d}", f"2024-{start + rng.randrange(2, 4):02d}")
         aggregate = rng.choice(AGGREGATES)
-        qualifying = [c["customer_id"] for c in customers if c["city"] == city and c["tier"] == constraints.get("tier", c["tier"])]
+        qualifying = [
+            c["customer_id"] for c in customers if c["city"] == city and c["tier"] == constraints.get("tier", c["tier"])
+        ]
         kept = [o for cid in qualifying for o in orders[cid] if _keep(o, constraints)]
         last = kinds[-1]
         looser = {k: v for k, v in constraints.items() if k != last}
         pool = [c["customer_id"] for c in customers if c["city"] == city and c["tier"] == looser.get("tier", c["tier"])]
         looser_answer = _aggregate([o for cid in pool for o in orders[cid] if _keep(o, looser)], aggregate)
-        return _World(customers, orders, city, constraints, aggregate, qualifying, _aggregate(kept, aggregate), looser_answer)
+        return _World(
+            customers, orders, city, constraints, aggregate, qualifying, _aggregate(kept, aggregate), looser_answer
+        )
 
     def _task(self) -> str:
         w = self.world
@@ -144,8 +161,11 @@ class StructuredDataReasoning(Environment):
             parts.append(f"with status '{c['status']}'")
         if "months" in c:
             parts.append(f"placed from {c['months'][0]} to {c['months'][1]} inclusive")
-        what = {"count": "How many orders", "sum": "What is the total amount in USD of the orders",
-                "max": "What is the largest single order amount in USD among the orders"}[w.aggregate]
+        what = {
+            "count": "How many orders",
+            "sum": "What is the total amount in USD of the orders",
+            "max": "What is the largest single order amount in USD among the orders",
+        }[w.aggregate]
         return f"{what} of {who} in {w.city} {' and '.join(parts)}?".replace("  ", " ")
 
     def _reject(self) -> str | None:
@@ -163,8 +183,11 @@ class StructuredDataReasoning(Environment):
     @tool
     def find_customers(self, city: City, tier: Tier | None = None) -> list[dict[str, Any]]:
         """Customers living in a city, optionally of one loyalty tier."""
-        return [{"customer_id": c["customer_id"], "name": c["name"], "tier": c["tier"]} for c in self.world.customers
-                if c["city"] == city and (tier is None or c["tier"] == tier)]
+        return [
+            {"customer_id": c["customer_id"], "name": c["name"], "tier": c["tier"]}
+            for c in self.world.customers
+            if c["city"] == city and (tier is None or c["tier"] == tier)
+        ]
 
     @tool
     def list_orders(self, customer_id: str) -> list[dict[str, Any]]:

@@ -25,11 +25,32 @@ Building = Literal["atrium", "harbour", "summit"]
 Priority = Literal["low", "normal", "high", "urgent"]
 Catering = Literal["none", "coffee", "lunch", "vegetarian_lunch"]
 BUILDINGS, PRIORITIES, CATERING = get_args(Building), get_args(Priority), get_args(Catering)
-MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"]
-PRIORITY_WORDS = {"low": "it's low priority", "normal": "normal priority", "high": "high priority, please",
-                  "urgent": "this is urgent"}
-CATERING_WORDS = {"none": "no catering", "coffee": "coffee for the group", "lunch": "lunch for everyone",
-                  "vegetarian_lunch": "vegetarian lunch"}
+MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
+PRIORITY_WORDS = {
+    "low": "it's low priority",
+    "normal": "normal priority",
+    "high": "high priority, please",
+    "urgent": "this is urgent",
+}
+CATERING_WORDS = {
+    "none": "no catering",
+    "coffee": "coffee for the group",
+    "lunch": "lunch for everyone",
+    "vegetarian_lunch": "vegetarian lunch",
+}
 
 
 @dataclass
@@ -57,7 +78,9 @@ class _State:
 
 
 def _date_phrase(rng: random.Random, year: int, month: int, day: int) -> str:
-    return rng.choice([f"{MONTHS[month - 1]} {day}, {year}", f"{day} {MONTHS[month - 1]} {year}", f"{month}/{day}/{year} (US format)"])
+    return rng.choice(
+        [f"{MONTHS[month - 1]} {day}, {year}", f"{day} {MONTHS[month - 1]} {year}", f"{month}/{day}/{year} (US format)"]
+    )
 
 
 def _time_phrase(hour: int, minute: int) -> str:
@@ -86,10 +109,18 @@ class ToolCallingPrecision(Environment):
         "rather than names or guesses."
     )
     Config = Config
-    ladder = ({"n_attendees": 1, "n_optional": 0, "n_lookalikes": 0}, {"n_attendees": 1, "n_optional": 1, "n_lookalikes": 1}, {"n_attendees": 2, "n_optional": 1, "n_lookalikes": 2}, {"n_attendees": 3, "n_optional": 2, "n_lookalikes": 3}, {"n_attendees": 4, "n_optional": 2, "n_lookalikes": 4})
+    ladder = (
+        {"n_attendees": 1, "n_optional": 0, "n_lookalikes": 0},
+        {"n_attendees": 1, "n_optional": 1, "n_lookalikes": 1},
+        {"n_attendees": 2, "n_optional": 1, "n_lookalikes": 2},
+        {"n_attendees": 3, "n_optional": 2, "n_lookalikes": 3},
+        {"n_attendees": 4, "n_optional": 2, "n_lookalikes": 4},
+    )
     max_turns = 8
-    instructions = ("You are an office assistant. Resolve every person and room to its id with the lookup tools, "
-                    "then make exactly one booking with exactly formatted arguments. Reply 'Booked.' when done.")
+    instructions = (
+        "You are an office assistant. Resolve every person and room to its id with the lookup tools, "
+        "then make exactly one booking with exactly formatted arguments. Reply 'Booked.' when done."
+    )
     world: _World
     state: _State
 
@@ -117,8 +148,14 @@ class ToolCallingPrecision(Environment):
         hour, minute = rng.randrange(8, 18), rng.choice([0, 15, 30, 45])
         minutes = rng.choice([30, 45, 60, 90, 120])
         priority = rng.choice(PRIORITIES)
-        booking: dict[str, Any] = {"room_id": room[0], "date": f"{year}-{month:02d}-{day:02d}", "start_time": f"{hour:02d}:{minute:02d}",
-                                   "duration_minutes": minutes, "attendee_ids": sorted(a[0] for a in attendees), "priority": priority}
+        booking: dict[str, Any] = {
+            "room_id": room[0],
+            "date": f"{year}-{month:02d}-{day:02d}",
+            "start_time": f"{hour:02d}:{minute:02d}",
+            "duration_minutes": minutes,
+            "attendee_ids": sorted(a[0] for a in attendees),
+            "priority": priority,
+        }
         extras = []
         optional = rng.sample(["video", "catering"], min(max(n_optional, 0), 2))
         if "video" in optional:
@@ -128,9 +165,12 @@ class ToolCallingPrecision(Environment):
             booking["catering"] = rng.choice(CATERING)
             extras.append(CATERING_WORDS[booking["catering"]])
         names = " and ".join(a[1] for a in attendees)
-        request = (f"Book the {room[1]} in the {room[2]} building on {_date_phrase(rng, year, month, day)} at "
-                   f"{_time_phrase(hour, minute)} for {_duration_phrase(rng, minutes)} with {names}; {PRIORITY_WORDS[priority]}"
-                   + "".join(f"; {extra}" for extra in extras) + ".")
+        request = (
+            f"Book the {room[1]} in the {room[2]} building on {_date_phrase(rng, year, month, day)} at "
+            f"{_time_phrase(hour, minute)} for {_duration_phrase(rng, minutes)} with {names}; {PRIORITY_WORDS[priority]}"
+            + "".join(f"; {extra}" for extra in extras)
+            + "."
+        )
         return _World(tuple(employees), tuple(rooms), room[2], booking, request)
 
     def _task(self) -> str:
@@ -153,8 +193,17 @@ class ToolCallingPrecision(Environment):
         return [{"room_id": r, "name": n} for r, n, b in self.world.rooms if b == building]
 
     @tool
-    def create_booking(self, room_id: str, date: str, start_time: str, duration_minutes: int, attendee_ids: list[str],
-                       priority: Priority, video: bool | None = None, catering: Catering | None = None) -> dict[str, Any]:
+    def create_booking(
+        self,
+        room_id: str,
+        date: str,
+        start_time: str,
+        duration_minutes: int,
+        attendee_ids: list[str],
+        priority: Priority,
+        video: bool | None = None,
+        catering: Catering | None = None,
+    ) -> dict[str, Any]:
         """Book a room.
 
         Args:
@@ -162,8 +211,16 @@ class ToolCallingPrecision(Environment):
             start_time: HH:MM (24-hour)
             attendee_ids: employee ids
         """
-        given = {"room_id": room_id, "date": date, "start_time": start_time, "duration_minutes": duration_minutes,
-                 "attendee_ids": attendee_ids, "priority": priority, "video": video, "catering": catering}
+        given = {
+            "room_id": room_id,
+            "date": date,
+            "start_time": start_time,
+            "duration_minutes": duration_minutes,
+            "attendee_ids": attendee_ids,
+            "priority": priority,
+            "video": video,
+            "catering": catering,
+        }
         booking = {k: v for k, v in given.items() if v is not None}  # optional fields only when given
         problem = self._format_problem(booking)
         if problem:
@@ -200,7 +257,9 @@ class ToolCallingPrecision(Environment):
     def _lookups(self) -> str:
         w = self.world
         names = {n for e, n in w.employees if e in w.booking["attendee_ids"]}
-        return calls(*[("find_employee", {"query": n}) for n in sorted(names)], ("list_rooms", {"building": w.building}))
+        return calls(
+            *[("find_employee", {"query": n}) for n in sorted(names)], ("list_rooms", {"building": w.building})
+        )
 
     def _oracle(self) -> list[str]:
         return [self._lookups(), call("create_booking", **self.world.booking), "Booked."]
@@ -214,12 +273,28 @@ class ToolCallingPrecision(Environment):
         day_first = f"{booking['date'][:4]}-{booking['date'][8:]}-{booking['date'][5:7]}"
         return [
             [self._lookups(), call("create_booking", **{**booking, "start_time": wrong_time}), "Booked."],
-            [self._lookups(), call("create_booking", **{**booking, "attendee_ids": booking["attendee_ids"][1:] + [lookalike]}), "Booked."],
-            [self._lookups(), call("create_booking", **{**booking, "duration_minutes": str(booking["duration_minutes"])}), "Booked."],
-            [self._lookups(), call("create_booking", **{**booking, "date": day_first if day_first != booking["date"] else "2025-13-01"}), "Booked."],
+            [
+                self._lookups(),
+                call("create_booking", **{**booking, "attendee_ids": booking["attendee_ids"][1:] + [lookalike]}),
+                "Booked.",
+            ],
+            [
+                self._lookups(),
+                call("create_booking", **{**booking, "duration_minutes": str(booking["duration_minutes"])}),
+                "Booked.",
+            ],
+            [
+                self._lookups(),
+                call(
+                    "create_booking", **{**booking, "date": day_first if day_first != booking["date"] else "2025-13-01"}
+                ),
+                "Booked.",
+            ],
         ]
 
     def _hint(self) -> str:
         b = self.world.booking
-        return (f"Use find_employee for each attendee's full name and list_rooms for the {self.world.building} building; "
-                f"the booking needs date {b['date']} and start_time {b['start_time']} in that exact format.")
+        return (
+            f"Use find_employee for each attendee's full name and list_rooms for the {self.world.building} building; "
+            f"the booking needs date {b['date']} and start_time {b['start_time']} in that exact format."
+        )
