@@ -1,5 +1,6 @@
-# tracegym: `make demo` runs the main job on the embedded model, `make test` runs the tests.
-# Both create .venv on first use. CPU torch is installed first so pip never pulls a CUDA build.
+# tracegym: `make demo` runs the main job on the embedded model, `make test` runs the tests,
+# `make lint` checks lint and formatting with ruff (settings in pyproject.toml).
+# Each creates .venv on first use. CPU torch is installed first so pip never pulls a CUDA build.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -7,7 +8,7 @@ PY := $(VENV)/bin/python
 TORCH_CPU := torch==2.13.0
 RUN_DIR ?= runs/demo
 
-.PHONY: setup setup-gpu sandbox-tools demo test test-slow bench clean
+.PHONY: setup setup-gpu sandbox-tools demo lint test test-slow bench clean
 
 setup: $(VENV)/.installed sandbox-tools
 
@@ -36,6 +37,10 @@ setup-gpu: sandbox-tools
 
 demo: setup
 	$(VENV)/bin/tracegym run --config configs/default.toml --out $(RUN_DIR)
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 test: setup
 	$(PY) -m pytest -q
