@@ -16,7 +16,7 @@ from tracegym.synth_envs.calibration import CalibrationConfig
 
 @dataclass
 class CreditConfig:
-    """Turn credit (papers/TRACE.md §2); defaults are the paper's."""
+    """Turn credit (docs/method.md, "Turn credit"); the defaults are the method's."""
 
     flag_prefix: ClassVar[str] = "credit"
     credit: CreditKind = option(
@@ -37,17 +37,12 @@ class CreditConfig:
 
 @dataclass
 class TurnGRPOConfig:
-    """GRPO on LoRA weights (papers/TRACE.md §1 stage 3 and §2), scaled to one CPU. No KL term.
+    """GRPO on LoRA weights (docs/method.md, "GRPO"), scaled to one CPU; no KL term.
 
-    learning_rate and steps: chosen by `benchmarks/sweep.py` on the embedded model
-    (precondition_verification at its easiest rung, the short warm start of learning.py, plain GRPO,
-    training seed 0, one group of 8 rollouts a step; 32 validation seeds apart from learning.py's
-    held-out ones, scored greedily and with 2 samples at T = 1.0; warm start 0.312 greedy, 0.078
-    sampled success). Sampled success minus the warm start's, paired, after 3 / 6 / 12 steps:
-    3e-5 +0.03 / +0.05 / +0.06; 1e-4 +0.14 / +0.17 [+0.08, +0.28] / +0.16; 3e-4 +0.03 / +0.14 /
-    -0.08 (greedy success -0.31 at 12); 1e-3 -0.08 at each (greedy -0.31 from step 3). Greedy
-    success never rose. 1e-4 leads at every count and 6 steps hold its gain (12 add nothing):
-    hence 1e-4 and 6 steps. With the default 4 groups a step each step averages 4 groups' gradient.
+    A step draws `groups_per_step` groups of `group_size` rollouts and averages their gradient.
+    The defaults of `learning_rate` (1e-4) and `steps` (6) come from a sweep on the embedded model
+    (docs/engineering.md, "adapters"). Raises ValueError for a `hint_fraction` outside [0, 1],
+    `mini_batches` < 1 or `max_redraws` < 0.
     """
 
     flag_prefix: ClassVar[str] = "grpo"
@@ -69,8 +64,7 @@ class TurnGRPOConfig:
     micro_batch_size: int = option(
         8,
         "episodes of one group per forward/backward pass (memory only: the group's prompt is encoded and "
-        "backpropagated once whatever the split). On CPU the backward pass keeps ~3 GB per episode of ~1,200 "
-        "completion tokens",
+        "backpropagated once whatever the split)",
     )
     epsilon_low: float = option(0.2, "lower ratio clip: 1 - epsilon_low")
     epsilon_high: float = option(0.28, "upper ratio clip: 1 + epsilon_high (DAPO-style asymmetric)")
@@ -81,9 +75,8 @@ class TurnGRPOConfig:
     bf16: bool = option(
         False,
         "bfloat16 autocast in the update's forward passes (weights, LoRA, optimizer and log-softmax stay "
-        "float32; rollouts and reference scoring are untouched): 1.4-1.6x faster updates on a CPU with "
-        "AVX512-BF16, token log-probs within 0.03 nats (mean), gradients at cosine 0.9998 to float32's; "
-        "float32 with a warning where the device has no native bfloat16 (tracegym.precision)",
+        "float32; rollouts and reference scoring are untouched); float32 with a warning where the device has "
+        "no native bfloat16 (tracegym.precision)",
     )
     lora_rank: int = option(16, "rank of a fresh LoRA (ignored when starting from an adapter)")
     seed: int = option(0, "seeds the LoRA init, the order of training seeds and the sampling")
@@ -108,7 +101,7 @@ class WarmStartConfig:
     dialogues: int = option(400, "oracle dialogues to train on, from consecutive training seeds")
     steps: int = option(20, "optimizer steps")
     batch_size: int = option(8, "dialogues per step")
-    learning_rate: float = option(1e-3, "AdamW learning rate (LoRA on a format task converges in ~20 steps)")
+    learning_rate: float = option(1e-3, "AdamW learning rate")
     lora_rank: int = option(16, "LoRA rank")
     max_length: int = option(1024, "dialogues are truncated to this many tokens")
     gradient_checkpointing: bool = option(
@@ -116,16 +109,14 @@ class WarmStartConfig:
     )
     bf16: bool = option(
         False,
-        "bfloat16 autocast (weights and LoRA stay float32): 1.7x faster steps on a CPU with "
-        "AVX512-BF16 (measured, 2,560 tokens); float32 with a warning where the device has "
-        "no native bfloat16 (tracegym.precision: emulated, it is ~25x slower)",
+        "bfloat16 autocast (weights and LoRA stay float32); float32 with a warning where the device has "
+        "no native bfloat16 (tracegym.precision)",
     )
     detach_prompt: bool = option(
         False,
         "encode each batch's prompt (the tokens before the first assistant turn: system prompt, first user "
         "message) without gradient and train on the rest over its cache: the same loss, whose gradient "
-        "loses only the path through the prompt's keys and values; 1.9x faster steps on the target's "
-        "dialogues (measured: 20.7 -> 10.9 s, half of each dialogue is prompt); needs gradient_checkpointing off",
+        "loses only the path through the prompt's keys and values; needs gradient_checkpointing off",
     )
     seed: int = option(0, "data order and LoRA init seed")
 

@@ -1,4 +1,4 @@
-"""TRACE turn credit (papers/TRACE.md §2) and GRPO outcome advantages, as pure tensor math.
+"""TRACE turn credit (docs/method.md, "Turn credit") and GRPO outcome advantages, as pure tensor math.
 
 Index conventions. A rollout has T tool-call actions and states S_0..S_T (S_k = the prompt and the
 first k action/observation pairs); action k (0 <= k < T) leads from S_k to S_{k+1}; the final

@@ -1,13 +1,6 @@
 """Multi-turn GRPO for LoRA adapters, with TRACE turn credit or plain group credit.
 
-Why a loop of our own rather than a TRL `GRPOTrainer` subclass: TRL 1.16's GRPOTrainer (3,400
-lines) owns generation. Its multi-turn path (`environment_factory`) drives tools through the
-tokenizer's own tool-call template and response parsing, its rewards come from reward functions
-over single completions, and its batches are prompts repeated `num_generations` times. Our
-rollouts need the project's Hermes tool-call format and Environment API, hints in a share of
-rollouts that are stripped before the update, tool-call boundary positions and reference scoring
-for turn credit, and dropping zero-variance groups. Overriding `_generate_and_score_completions`
-would replace most of what the class does; the loop below is the part we actually need: rollouts
+A loop of its own (why not a TRL `GRPOTrainer` subclass: docs/engineering.md, "adapters"): rollouts
 (tracegym.rollout), advantages (tracegym.adapters.credit), the clipped surrogate, AdamW on the
 LoRA weights, gradient clipping, exact-resume checkpoints, and `accelerate` for several GPUs.
 

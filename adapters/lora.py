@@ -1,4 +1,4 @@
-"""LoRA setup shared by the SFT warm start and the GRPO trainer (papers/TRACE.md §1, stage 3).
+"""LoRA setup shared by the SFT warm start and the GRPO trainer (docs/method.md, "GRPO").
 
 Defaults: rank 16 on every attention and MLP projection (q, k, v, o, gate, up, down), alpha = 2 ×
 rank, no dropout (dropout would make the recomputed "old" log-probs of GRPO differ from the

@@ -12,13 +12,8 @@ those of running each episode's whole sequence (tests/test_grpo.py checks within
 prompt is encoded once per group instead of once per rollout. Only the positions of sampled tokens
 (loss_mask 1) are projected onto the vocabulary. A group trained in several micro-batches passes
 the prompt's encoding (`encode_prompt`) to each: the trainer backpropagates it once for the group
-(tracegym.adapters.grpo).
-
-Why a shared prefix cache rather than one packed row with a 4-D block mask (as reference scoring
-does): attention over a packed row [prompt | c_1 | ... | c_n] is computed densely over all
-(P + n·C)² query-key pairs, most of them masked, against n·C·(P + C) here. For a group of 8 with a
-600-token prompt and 900-token continuations that is 61M against 12M pairs per head and layer,
-about 2× the forward FLOPs of the embedded model's linear layers.
+(tracegym.adapters.grpo). Why a shared prefix cache rather than one packed row with a block
+mask: docs/engineering.md, "adapters".
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """ℓ_k = mean log π_ref(y* | S_k): the reference model's score of the gold answer after every
-boundary prefix S_k of a trajectory (papers/TRACE.md §2).
+boundary prefix S_k of a trajectory (docs/method.md, "Turn credit").
 
 `score_packed` does all prefixes of one trajectory in ONE forward pass. The packed sequence is the
 trajectory (up to its last boundary) followed by one copy of the gold answer per boundary; copy j

@@ -1,6 +1,6 @@
 """SFT warm start: teach a policy the tool-call format from oracle trajectories of an environment.
 
-The embedded SmolLM2-135M emits no valid tool call out of the box (DESIGN.md), so GRPO has no
+The embedded SmolLM2-135M emits no valid tool call out of the box, so GRPO has no
 reward signal until it has seen the format. `warm_start` plays the environment's oracle on
 `dialogues` training seeds (`synth_envs.base.play`), tokenises each dialogue with the chat template
 and trains a LoRA on the assistant turns only, with TRL's `SFTTrainer`.

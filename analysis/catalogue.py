@@ -1,6 +1,6 @@
 """The built-in catalogue of general agent capabilities the detectors and the judge label.
 
-Names are snake_case and general (papers/TRACE.md §1: a domain rule such as
+Names are snake_case and general (docs/method.md, "Capability selection": a domain rule such as
 "flight_rebooking_procedure" is not a capability). `benchmarks` says which benchmark families a
 capability's deterministic detector covers ("tau" for τ/τ²-bench, "swe" for SWE-bench); the LLM
 judge may label any of them on any benchmark. A capability with no benchmark listed has no

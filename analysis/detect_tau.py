@@ -1,54 +1,13 @@
-"""Deterministic detectors for τ/τ²-bench trajectories, built around the domain policy.
+"""Deterministic detectors for τ/τ²-bench trajectories, built on the domain's executable policy.
 
-The domain's rule module (`policy.airline`, `retail`, `telecom`; the generic checks for other
-domains) turns what the conversation established into findings, each naming a capability:
-- structured_data_reasoning: a wrong value read from the data (another record's id, a miscounted
-  bag allowance (the new cabin's after the agent's own change), a certificate for a passenger count no
-  reservation read has, an unavailable item), a claim the records contradict, the wrong customer line, a
-  device setting called fine while the status read shows the fault, a charge or refund stated that
-  the writes made did not (`policy.quotes`), a payment the system refused because it did not add
-  up to the total, a fare called the cheapest while the search read lists a cheaper one or a price
-  difference taken from the amount paid (`policy.airline_fares`), a reservation acted on as
-  upcoming after its flight was flown, one called flown before any flight of it was, one called
-  booked within 24 hours that its record dates earlier;
-- multi_step_task_completion: a requested step never carried out (not one the user put off, unless
-  only after the agent sent them away to call again; not one the agent refused or misread, nor any
-  left after a misreading of the state that made the agent believe the work done: those are the
-  other capabilities'), a run ended by a step limit, in a workflow domain the transfer its
-  procedure required never made;
-- precondition_verification: a write without the user's explicit yes to its details where the
-  policy requires one (the request restated, "please cancel it", is a yes), a write to a record
-  never read, a write whose policy conditions failed (unless the agent had told the user they
-  failed), a write the system refused for its state, a membership level stated with no profile read
-  or a reservation described with none read (labels/data_reasoning_amendment.md: nothing was misread);
-- tool_calling_precision: wrong or invented arguments (an id of another kind, as the records filed
-  it or the user named it, that the system rejected; a URL no output gave; a paid-bag count the
-  allowance contradicts or bags the user declined, GUIDE.md's "counts"), a payment that did not
-  add up, a call written out as text instead of made, a write the system rejected for its own
-  arguments, redone or not (the same correct call repeated is none, unless it cancels again a
-  record its own earlier call cancelled: a loop that ends the run is multi-step completion's, by
-  its termination);
-- policy_compliance: a write or offer the policy forbids (what the agent says counts: a refund
-  promised, a benefit invented, a cabin change refused for basic economy, `policy.airline_offers`;
-  a procedure no tool provides, such as a reminder, a follow-up or an e-mailed confirmation,
-  `policy.procedures`; a locked SIM's code to enter, where the telecom guide escalates), a refusal
-  of what it allows, a transfer the policy does not call for (outside a workflow domain, whose
-  procedure ends in one: one the gold does not make, even if the user asked after a refusal) or
-  one that leaves allowed work undone.
-Gold actions are evidence (see `policy.checks`). NA where the task does not need the capability:
-multi-step completion when the task involves fewer than two operations (judged from the task,
-not from what the agent did, labels/round5_brief.md: distinct writes of the gold, by tool and
-record, and each further gold write on a record the gold already writes; and a request the policy
-refuses, on another record: one the agent refused, or one it granted although the policy forbids
-it: one request with at most one write; in a workflow domain, telecom, when no step on either side was
-needed or made) unless a request was left undone all the same, precondition verification
-when neither gold nor agent writes (in domains whose requests need not involve one: not airline or
-retail, whose requests each involve a write or a refusal of one, nor telecom, whose every fix or
-escalation depends on the state, labels/telecom_precondition_amendment.md), tool-calling
-precision when the agent neither called a tool nor had one to call (judged from the task, so a
-run the user ended at once is not excused), data reasoning then too (a device status the user
-reads out is data the agent reasons over, as careful readers label it) unless the agent misread
-data all the same. Otherwise LACKING with a finding, else PRESENT.
+`detect(trajectory)` gives one `Verdict` for each capability of `CAPABILITIES`: LACKING with the
+findings as evidence when a check names the capability and the task needs it (or a finding shows
+it was needed), NA when the task does not need it, else PRESENT. `findings` runs the shared checks
+(`rules.checks`, `rules.quotes`, `rules.payments`) and the domain's rule module (`rules.airline`,
+`retail`, `telecom`; `rules.domain.GENERIC` for other domains) over one conversation.
+
+The rulings the checks follow, by capability and by domain, and when each capability is NA, are
+in docs/detectors.md.
 """
 
 from __future__ import annotations

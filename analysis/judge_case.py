@@ -1,8 +1,8 @@
 """What the LLM judge reads about one run: the transcript, and the case file a careful reader has.
 
-A careful reader (../shared/labels/GUIDE.md) labels a run with the policy the agent was given, the
-user's hidden instructions, the benchmark's gold actions and verdict, and every message with its
-tool results. The judge is given the same, within a budget of characters:
+A careful reader labels a run (each capability NA, PRESENT or LACKING, with evidence; the
+reference labels of labels/ were made so) from the policy the agent was given, the user's hidden
+instructions, the benchmark's gold actions and verdict, and every message with its tool results. The judge is given the same, within a budget of characters:
 - the transcript (`render_transcript`): every message on one numbered line, numbered as in
   `Trajectory.messages`; when the whole is over the budget, the longest messages are cut to one
   common length, the least cut that fits, so that short messages (what the agent and the user

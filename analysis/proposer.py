@@ -44,7 +44,8 @@ def normalise(name: str) -> str:
 
 def deduplicate(proposed: list[Capability], known: list[Capability], similarity: float = 0.5) -> list[Capability]:
     """The proposals that are new relative to `known` and to earlier proposals, in order."""
-    from sklearn.feature_extraction.text import TfidfVectorizer  # imported here: 1-2 s, only when proposing
+    # imported here: slow to import, needed only when proposing
+    from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.metrics.pairwise import cosine_similarity
 
     kept: list[Capability] = []

@@ -1,4 +1,4 @@
-"""Capability selection statistics (papers/TRACE.md §1) with task-bootstrap intervals.
+"""Capability selection statistics (docs/method.md, "Capability selection") with task-bootstrap intervals.
 
 Per labelling run r and capability c, over the trajectories that count (successes plus the
 failures attributed to the agent):
@@ -29,7 +29,7 @@ EVIDENCE_KEPT = 3  # evidence items kept per explained failure
 
 @dataclass(frozen=True)
 class SelectionConfig:
-    """Selection thresholds (papers/TRACE.md §1) and the task bootstrap of the Δ interval."""
+    """Selection thresholds (docs/method.md, "Capability selection") and the task bootstrap of the Δ interval."""
 
     rho: float = option(0.10, "minimum coverage ρ: share of counted failures labelled LACKING")
     delta: float = option(0.20, "minimum Δ = ER− − ER+ (difference of two shares)")

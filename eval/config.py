@@ -51,9 +51,8 @@ class LoopConfig:
     )
     eval_workers: int = option(
         1,
-        "held-out arms played at once, each in a process of its own with an equal share of the cores (2 CPU "
-        "cores, measured: two arms at once, a thread each, 149 s; one after the other 2 x 115 s); 1: one after "
-        "another in this process",
+        "held-out arms played at once, each in a process of its own with an equal share of the cores; 1: one "
+        "after another in this process",
     )
 
     def __post_init__(self) -> None:

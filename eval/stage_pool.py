@@ -1,8 +1,8 @@
 """Independent stages of a run played at once, each in a worker process of its own.
 
 The loop's held-out arms are decoded a token at a time in batches of a few episodes, which leaves
-one process far from using two cores: on the development machine two arms at once, one torch thread
-each, took 149 s where one after the other took 2 × 115 s (`LoopConfig.eval_workers`).
+one process far from using several cores, so `LoopConfig.eval_workers` plays that many arms at once
+(timings: docs/engineering.md, "eval").
 
 Workers are spawned (no forked torch state), split the machine's cores between them, and send their
 library output to the run's `run.log` as the main process does. The main process keeps the run's

@@ -1,11 +1,12 @@
-"""The routed adapter mixture and its server (DESIGN.md moe_router; papers/TRACE.md §1, stage 4).
+"""The routed adapter mixture and its server (docs/method.md, "Routed mixture").
 
 - `lora_weights`: PEFT LoRA folders as tensors; `mixture`: the routed linear layers, per-layer
   gates and routing overrides, built into a transformers model in place;
 - `router_data`: token-labelled oracle dialogues; `router_training`: gates fitted on hidden
   states (cross-entropy + load balance), held-out routing accuracy;
-- `task_router`: the paper's v1 router (one adapter per task from label tokens);
+- `task_router`: the method's v1 router (one adapter per task from label tokens);
 - `route`: `tracegym route`'s work; `folder`: the routed folder and `load_policy`;
 - `chat_api`: the OpenAI wire format; `engine`: batched generation behind a bounded queue;
-  `server`: the FastAPI app; `configs`: route and serve settings; `cli`: `tracegym route|serve`.
+  `server`: the FastAPI app; `config`: route and serve settings; `route_cli`: `tracegym route`;
+  `serve_cli`: `tracegym serve`.
 """

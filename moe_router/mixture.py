@@ -25,15 +25,7 @@ Compute, grouped by slot, never a loop over tokens:
 - `auto` (default): `gather` from GATHER_FROM_TOKENS tokens in a forward pass (prefill), else
   `stacked` (decode).
 
-Measured with `python benchmarks/router.py --threads 1` (SmolLM2-135M, 4 random rank-16 LoRAs on
-all seven projections, gates drawn at random so every layer spreads the tokens over all five
-slots, batch 8, greedy; medians of 5 interleaved rounds; 2 CPU cores, quiet at the time):
-- decode: stacked 0.813 x base and 0.951 x one unmerged PEFT adapter in wall time (0.827 and
-  0.962 in process CPU time); gather 0.751 and 0.880; forced to one adapter (dense) 0.876 x
-  base; the PEFT adapter itself 0.854 x base. Earlier runs on cores shared with other jobs put
-  stacked at 0.65-0.85 x base and 0.92-1.0 x PEFT: the base ratio moves with the load;
-- prefill (CPU time), 8 x 64 tokens: stacked 0.787 x base, gather 0.784; 8 x 1024 tokens (one
-  forward pass, measured separately): stacked 0.803, gather 0.842, hence `auto`.
+The speed of each mode against the base model and a PEFT adapter: docs/engineering.md, "moe_router".
 """
 
 from __future__ import annotations

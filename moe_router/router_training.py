@@ -1,6 +1,6 @@
 """Router training: per-layer gates fitted on hidden states of labelled tokens, base and adapters
-frozen (DESIGN.md moe_router; papers/TRACE.md §1, stage 4: cross-entropy plus 0.001 × load
-balance, a slot for the base and one per capability).
+frozen (docs/method.md, "Routed mixture": cross-entropy plus 0.001 × load balance, a slot for the
+base and one per capability).
 
 1. Features. Each training dialogue runs through the mixture with its labels as the routes
    (teacher forcing: the hidden states a correct router would see), and the hidden state entering

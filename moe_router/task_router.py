@@ -1,4 +1,4 @@
-"""The paper's first-version router (papers/TRACE.md §1, stage 4, v1): once per task, the base
+"""The method's first-version router (docs/method.md, "Routed mixture", v1): once per task, the base
 model reads the capability descriptions, each with a label letter (A, B, ... and a last letter for
 "no adapter"), and the task (the first user message); the label token with the highest next-token
 logit picks the adapter for the whole conversation. A baseline for the token router, and a

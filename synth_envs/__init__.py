@@ -15,5 +15,6 @@
 - `degenerate`: five degenerate policies (refuse, answer without acting, do nothing, random
   valid calls, repeat the first tool) whose mean reward every family keeps low;
 - `trl_adapter`: any family as a TRL `environment_factory`;
-- `cli`: `tracegym envs list|show` and `tracegym synth`.
+- `synthesise`: capabilities to environment specs (`synth_cli`: `tracegym synth`);
+- `envs_cli`: `tracegym envs list|show`.
 """

@@ -4,9 +4,10 @@ For a policy (a generation backend plus sampling settings, or any `Policy`), mea
 reward over seeds × rollouts at a knob setting and move along the family's difficulty ladder
 (`Environment.ladder`, easy -> hard) by bisection until the mean lands in the target band
 (default 0.2-0.6). Every measured point is kept as the calibration curve (knobs -> mean reward,
-success rate, share of all-0 and all-1 groups). papers/TRACE.md §1 uses 100 seeds × 16
-rollouts at T = 0.7; the defaults here (`CalibrationConfig`) are smaller so CPU runs finish, and
-the policy is measured at the temperature it is trained at (`RolloutConfig.temperature`).
+success rate, share of all-0 and all-1 groups). The method (docs/method.md, "Environments and
+calibration") uses 100 seeds × 16 rollouts at T = 0.7; the defaults here (`CalibrationConfig`) are
+smaller so CPU runs finish, and the policy is measured at the temperature it is trained at
+(`RolloutConfig.temperature`).
 
 `measure` is any callable (family, knobs, seeds, rollouts) -> rewards grouped per seed, so the
 search runs the same against a real backend (`backend_measure`, through tracegym.rollout) and a
@@ -81,7 +82,7 @@ class Point:
 
     def trainable(self, config: CalibrationConfig) -> bool:
         """Mean in band and at least one success: a mean in band from partial credit alone never
-        shows GRPO a solved episode (measured: error_recovery at 2 packages, mean 0.2, success 0)."""
+        shows GRPO a solved episode."""
         return self.in_band(config) and self.success_rate > 0
 
     def accepted(self, config: CalibrationConfig) -> bool:

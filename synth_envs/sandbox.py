@@ -26,14 +26,8 @@ Where bwrap, the namespaces or the filter are unavailable (or `TRACEGYM_SANDBOX=
 the tests use), code execution refuses with `SandboxUnavailable` (fail closed): untrusted code
 never runs unprotected.
 
-Why bubblewrap: DESIGN.md asks for a well-kept sandbox over a home-made one. bwrap is
-Flatpak's, packaged by every distribution (`apt-get install bubblewrap`; `make setup`
-installs it when missing), and does the mount-namespace setup that a home-made `unshare`
-wrapper would have to get right itself. Measured here (2 shared cores, `python -c pass`):
-13 ms bare, 32 ms inside bwrap with these namespaces and setpriv (~4 ms of it the network
-namespace); `unshare -rn` alone adds ~4 ms but leaves the filesystem, the processes and uid 0
-open. In verified code-repair episodes per second this sandbox matched the in-process runner
-it replaced (A/B in one session: 4.9 and 4.6 against 5.3 and 4.3 under a load of 8).
+bwrap comes from the distribution (`apt-get install bubblewrap`; `make setup` installs it when
+missing). Why bubblewrap, and what a sandboxed run costs: docs/engineering.md, "synth_envs".
 
 The runner reports on a pipe the parent opened, one Python literal per line: the violations it
 noticed, then one report. That pipe is no secret from the tested code (it runs in the runner's
@@ -398,8 +392,7 @@ def _command(config: SandboxConfig, data: list[str], runner: int, seccomp: int, 
 def _limits(config: SandboxConfig) -> list[str]:
     """`prlimit` setting the resource limits before bwrap starts (the sandboxed process inherits them).
 
-    A launcher rather than `preexec_fn`: that forces `fork()` of the parent, which costs ~60 ms
-    from an 800 MB process (measured) where a vfork-based spawn of prlimit costs ~6 ms.
+    A launcher rather than `preexec_fn`, which would force a `fork()` of the (large) parent process.
     """
     mib = 2**20
     limits = [

@@ -4,7 +4,7 @@
 `python -I -S -B /runner/sandbox_runner.py REPORT_FD` with a request on stdin, the repr of
 `{"mode": "tests" | "calls", "module": NAME, "calls": [[ID, FUNCTION, ARGS_REPR], ...]}` (the
 parent's own data, read with `eval` and no builtins). It imports only modules Python has loaded
-at startup anyway (json, ast and typing would add ~20 ms to every run).
+at startup anyway (json, ast and typing would lengthen every run's start).
 
 - mode "tests" (the agent's run_tests tool): every `test_*` function of the module, "passed" or
   the error it raised;

@@ -1,8 +1,9 @@
 """One watchdog thread per process that interrupts work running past its deadline.
 
-Starting a `threading.Timer` per SQL query cost ~2.7 ms of a ~15 ms causal-diagnosis query on a
-loaded 2-core machine; a single long-lived thread that sleeps until the earliest deadline costs
-two lock round trips a query instead.
+`Watchdog.guard(interrupt, timeout_s)` runs a block and calls `interrupt()` from the watchdog
+thread if the block is still running after `timeout_s` seconds (wall clock). The thread starts on
+first use, sleeps until the earliest deadline, and costs a guarded block two lock round trips
+(a timer thread per block would cost far more; docs/engineering.md, "synth_envs").
 """
 
 from __future__ import annotations

@@ -235,7 +235,7 @@ def config_dict(config: Any) -> dict[str, Any]:
 class RolloutConfig:
     """How a policy is sampled in rollouts: training, calibration and sampled evaluation alike."""
 
-    temperature: float = option(1.0, "sampling temperature of rollouts (papers/TRACE.md §1: 1.0)")
+    temperature: float = option(1.0, "sampling temperature of rollouts")
     max_new_tokens: int | None = option(
         None, "tokens per assistant turn; none: 1.25 x the environment's longest oracle turn"
     )

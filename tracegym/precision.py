@@ -1,10 +1,9 @@
 """Whether bfloat16 autocast pays on this machine, and so the precision training actually uses.
 
 bfloat16 autocast is faster only where the hardware computes bfloat16 natively: a CUDA GPU that
-supports it, or a CPU with AVX512-BF16 or AMX. A CPU without them (AVX2 only) emulates it: one
-forward and backward pass of SmolLM2-135M over 400 tokens took 81 s in bfloat16 autocast against
-2.8 s in float32 (measured on a 2-core AMD EPYC with AVX2). There a requested bf16 falls back to
-float32 with a warning; the configs ask for bf16 because the development machine has AVX512-BF16.
+supports it, or a CPU with AVX512-BF16 or AMX. A CPU without them (AVX2 only) emulates it, many
+times slower than float32 (docs/engineering.md, "tracegym"). There a requested bf16 falls back to
+float32 with a warning, so a config may ask for bf16 on any machine.
 """
 
 from __future__ import annotations

@@ -110,7 +110,7 @@ class Label(BaseModel):
 
 
 class CapabilityStats(BaseModel):
-    """Selection statistics of one capability over N labelling runs (papers/TRACE.md §1)."""
+    """Selection statistics of one capability over N labelling runs (docs/method.md, "Capability selection")."""
 
     capability: Capability
     cov: list[float | None]

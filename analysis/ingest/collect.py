@@ -86,7 +86,7 @@ def _collector_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector, restoring its state after.
 
     Ingest allocates tens of thousands of acyclic objects per large file while the parsed documents
-    stay alive; the collector rescanning them took half of the ingest time (measured on the τ² files).
+    stay alive, which the collector would rescan for nothing (docs/engineering.md, "analysis").
     """
     was_enabled = gc.isenabled()
     gc.disable()

@@ -204,7 +204,7 @@ def _bags(conversation: Conversation, name: str, arguments: dict, before: int) -
 
 def _miscounted(before: int, text: str) -> Iterator[Finding]:
     """A paid-bag count the allowance contradicts: the allowance misread (data reasoning) and a wrong
-    count in the call (tool-calling precision: GUIDE.md lists counts among the arguments to get exactly right)."""
+    count in the call (tool-calling precision: counts are among the arguments a call must get exactly right)."""
     yield Finding("structured_data_reasoning", before, text)
     yield Finding("tool_calling_precision", before, text)
 

@@ -7,8 +7,8 @@ so a run made with the corrected set is not blamed on the old errors. Nothing is
 the inputs: the table is part of the package.
 
 Each action is named `<tool>:<first 12 hex digits of sha1 of canonical([name, arguments])>`;
-`corrections_between(old_tasks, new_tasks)` computes the table from two tasks.json lists (the test
-checks it against ../shared/data/tau2/domains when present).
+`corrections_between(old_tasks, new_tasks)` computes the table from two τ²-bench tasks.json lists
+(v0.2.0 and v1.0 of a domain); a test recomputes the table from them where the data is present.
 """
 
 from __future__ import annotations

@@ -1,18 +1,19 @@
 """Causal diagnosis: find the injected cause of a change in an advertising campaign, and where.
 
-The intervention-injected simulator of papers/TRACE.md §3. A campaign runs a baseline window and
-an equal intervention window over segments (placement × device × region × audience). Daily
-impressions N ~ Poisson(μ·η_t·V); the segment split ~ Dirichlet-Multinomial(N, α·π); clicks,
-orders ~ Binomial with per-segment CTR/CVR rates, spend = clicks·CPC·noise; one of 12 causes is
-injected (campaign-wide, segment-mix, segment-specific, or NO_SIGNAL) on a driver slice of 1-2
-dimensions with an immediate, delayed or ramping onset, plus smaller confounding drifts. The agent
-sees DuckDB tables (daily_campaign, segment_daily, budget_log, inventory) through one SELECT-only
-SQL tool with external access off (output cut at 8,000 characters; each query interrupted after
-`SQLLimits.timeout_s`, DuckDB's memory capped at `SQLLimits.memory_mb`, no spilling to disk: a
-runaway query is an error observation and the episode goes on); the label stays hidden. Every episode passes the
-verifier, which reads only the visible data: the signal is detectable (z ≥ 3 in the late half of
-the window), strong (SNR ≥ 1 over the largest confounder in the same metric) and distinguishable
-(a rule-based diagnoser recovers exactly the true cause and slice); others are regenerated.
+The intervention-injected simulator (docs/method.md, "Intervention-injected diagnosis
+environments"). A campaign runs a baseline window and an equal intervention window over segments
+(placement × device × region × audience). Daily impressions N ~ Poisson(μ·η_t·V); the segment split
+~ Dirichlet-Multinomial(N, α·π); clicks, orders ~ Binomial with per-segment CTR/CVR rates, spend =
+clicks·CPC·noise; one of 12 causes is injected (campaign-wide, segment-mix, segment-specific, or
+NO_SIGNAL) on a driver slice of 1-2 dimensions with an immediate, delayed or ramping onset, plus
+smaller confounding drifts. The agent sees DuckDB tables (daily_campaign, segment_daily,
+budget_log, inventory) through one SELECT-only SQL tool with external access off (output cut at
+8,000 characters; each query interrupted after `SQLLimits.timeout_s`, DuckDB's memory capped at
+`SQLLimits.memory_mb`, no spilling to disk: a runaway query is an error observation and the episode
+goes on); the label stays hidden. Every episode passes the verifier, which reads only the visible
+data: the signal is detectable (z ≥ 3 in the late half of the window), strong (SNR ≥ 1 over the
+largest confounder in the same metric) and distinguishable (a rule-based diagnoser recovers exactly
+the true cause and slice); others are regenerated.
 Reward: 0.65·r_attr + 0.30·r_full + 0.05·r_fmt, r_attr = 1[cause]·(0.5 + 0.5·Jaccard(slice)).
 Knobs: effect size, confounders, daily volume, window length. The prompt varies only with the
 window length (its day ranges): all twelve causes occur at every rung of the ladder, and one SQL
@@ -369,9 +370,9 @@ def _strength_problem(tables: dict[str, dict[str, np.ndarray]], window: int, cau
 class _Databases:
     """One process-wide in-memory DuckDB; each episode's tables are Arrow views on its own cursor.
 
-    Connecting costs ~20 ms, so episodes share the connection; a cursor's registered views are
-    visible to that cursor only, so an episode sees its own tables and no other's, and registering
-    (~1.5 ms an episode) copies nothing where creating native tables cost ~8 ms. The agent can read
+    Episodes share the connection (connecting is slow); a cursor's registered views are visible to
+    that cursor only, so an episode sees its own tables and no other's, and registering copies
+    nothing (docs/engineering.md, "synth_envs"). The agent can read
     but never write: views over Arrow data cannot be modified, every query must be one SELECT,
     and external access (files, network, extensions) is off with the configuration locked. The
     last `keep` episodes stay registered.

@@ -68,9 +68,8 @@ class ErrorRecovery(Environment):
         "giving up or fabricating results when a call fails."
     )
     Config = Config
-    # One knob at a time from rung 0 to 2: a short warm start of the demo's base agent that solved rung 0
-    # greedily scored a sampled reward of 0.05 when packages and error kinds rose together (measured,
-    # benchmarks/warm_start_probe.py --rung 1), too little signal for GRPO's groups.
+    # One knob at a time from rung 0 to 2, so that a briefly warm-started policy still earns reward on the
+    # next rung (docs/engineering.md, "synth_envs").
     ladder = (
         {"n_packages": 1, "failure_rate": 0.5, "n_error_kinds": 1},
         {"n_packages": 2, "failure_rate": 0.5, "n_error_kinds": 1},
