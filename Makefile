@@ -13,7 +13,8 @@ RUN_DIR ?= runs/demo
 setup: $(VENV)/.installed sandbox-tools
 
 # The code-repair environment runs untrusted code only inside bubblewrap; without it that
-# environment refuses to run code (and its tests skip, saying so). Installed when apt can.
+# environment refuses to run code (and its tests skip, saying so; where bwrap is installed but no
+# sandbox starts, they fail). Installed when apt can.
 sandbox-tools:
 	@command -v bwrap >/dev/null || ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ] || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; } || \

@@ -22,9 +22,11 @@ Every run is a fresh bubblewrap (`bwrap`) sandbox around `python -I -S -B` runni
   seconds, file size, open files, processes of the sandbox uid, no core dumps; a wall-clock
   timeout and a cap on what the run may write back.
 
-Where bwrap, the namespaces or the filter are unavailable (or `TRACEGYM_SANDBOX=off`, which
-the tests use), code execution refuses with `SandboxUnavailable` (fail closed): untrusted code
-never runs unprotected.
+Where no sandbox can run, code execution refuses with `SandboxUnavailable` (fail closed):
+untrusted code never runs unprotected. `availability()` tells the causes apart: switched off
+(`TRACEGYM_SANDBOX=off`, which the tests use), missing (bwrap or a tool it needs is not installed,
+or no filter for this machine), or broken (all installed, but a trial run fails: the tests fail
+rather than skip then).
 
 bwrap comes from the distribution (`apt-get install bubblewrap`; `make setup` installs it when
 missing). Why bubblewrap, and what a sandboxed run costs: docs/engineering.md, "synth_envs".
@@ -54,7 +56,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tracegym.config import option
 from tracegym.errors import UserError
@@ -133,15 +135,35 @@ class SandboxResult:
 # -- availability --------------------------------------------------------------------------------
 
 
-def unavailable() -> str | None:
-    """Why no sandbox can run here (None when one can); probed once per process."""
+@dataclass(frozen=True)
+class Availability:
+    """Whether a sandbox can run here.
+
+    `state` is "ok"; "off" (`TRACEGYM_SANDBOX=off`); "missing" (bwrap or a tool it needs is not
+    installed, or no seccomp filter is known for this machine: nothing here can run one); or
+    "broken" (all of it is installed but the trial run fails: a fault to fix, never a reason to
+    skip). `reason` says why it is not "ok" ("" when it is).
+    """
+
+    state: Literal["ok", "off", "missing", "broken"]
+    reason: str = ""
+
+
+def availability() -> Availability:
+    """Whether a sandbox can run here; the trial run is done once per process."""
     if os.environ.get(SWITCH, "").lower() == "off":
-        return f"the sandbox is switched off ({SWITCH}=off)"
+        return Availability("off", f"the sandbox is switched off ({SWITCH}=off)")
     return _probe()
 
 
+def unavailable() -> str | None:
+    """Why no sandbox can run here (None when one can), whatever the cause."""
+    found = availability()
+    return None if found.state == "ok" else found.reason
+
+
 @functools.lru_cache(maxsize=1)
-def _probe() -> str | None:
+def _probe() -> Availability:
     needed = {
         "bwrap": "bubblewrap (bwrap) is not installed (apt-get install bubblewrap)",
         "prlimit": "prlimit (util-linux) is missing, so no resource limits could be set",
@@ -150,18 +172,19 @@ def _probe() -> str | None:
         needed["setpriv"] = "setpriv (util-linux) is missing, so the sandbox could not drop root"
     for tool, problem in needed.items():
         if shutil.which(tool) is None:
-            return problem
+            return Availability("missing", problem)
     if _seccomp_program() is None:
-        return f"no seccomp filter for the {platform.machine()} architecture"
-    run = _grade(
+        return Availability("missing", f"no seccomp filter for the {platform.machine()} architecture")
+    run = _grade.__wrapped__(  # a trial run is never memoised: it must see this machine as it is now
         (("probe.py", "def one(x):\n    return x\n"),),
         "probe",
         (Case("v", "one", "(1,)", "1"),),
         SandboxConfig(timeout_s=20),
     )
     if not run.ok or run.passed != ["v"]:
-        return f"bwrap could not start a sandbox here ({run.reason or 'the probe failed'}: {run.output.strip()[:200]})"
-    return None
+        why = "; ".join(part for part in (run.reason or "the trial run failed", run.output.strip()[:200]) if part)
+        return Availability("broken", f"bwrap is installed but could not start a sandbox here ({why})")
+    return Availability("ok")
 
 
 def _require() -> None:
@@ -336,7 +359,7 @@ def _command(config: SandboxConfig, data: list[str], runner: int, seccomp: int, 
     else:  # an unprivileged user: its own user namespace, no capabilities, no nested namespaces
         options, launcher = ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"], []
     return [
-        "bwrap",
+        _which("bwrap"),
         "--unshare-pid",
         "--unshare-net",
         "--unshare-ipc",
@@ -404,7 +427,12 @@ def _limits(config: SandboxConfig) -> list[str]:
     ]
     if os.geteuid() == 0:  # counted for uid 65534 once setpriv switches to it (root itself is exempt)
         limits.append(f"--nproc={config.processes}")
-    return ["prlimit", *limits, "--"]
+    return [_which("prlimit"), *limits, "--"]
+
+
+def _which(tool: str) -> str:
+    """The path of `tool` that the probe checked (found on PATH); the bare name where it is not found."""
+    return shutil.which(tool) or tool
 
 
 def _memfd(data: bytes) -> int:
