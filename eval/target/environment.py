@@ -15,10 +15,11 @@ It reuses the families' base class (`tracegym.synth_envs.base.Environment`) for 
 the system prompt cache and the oracle twin: `oracle(seed)`, `wrong_trajectories(seed)`,
 `hint(seed)` and `gold_answer(seed)` (the oracle's last message) always play against the
 scripted user. Every task is verified on its first reset: the oracle earns 1.0 and each wrong
-trajectory less, or reset raises (tasks are never regenerated); so it does for a task whose
-oracle needs more than `max_turns` turns. `record()` returns the finished episode as an
-`EpisodeRecord`: the conversation as τ² records it (the guest's messages, the agent's messages
-and tool calls, the tool results with their error flags) and the verdict.
+trajectory and slip (`Task.slips`) that fits in the turn limit less, or reset raises (tasks are
+never regenerated); so it does for a task whose oracle needs more than `max_turns` turns.
+`record()` returns the finished episode as an `EpisodeRecord`: the conversation as τ² records
+it (the guest's messages, the agent's messages and tool calls, the tool results with their error
+flags) and the verdict.
 
 Build one with `make_target(config)`, which plugs in the user the config asks for;
 `TargetEnvironment(config)` alone always has the scripted user.
@@ -124,7 +125,7 @@ class TargetEnvironment(DeskTools, Environment):
     # -- the family hooks ----------------------------------------------------------------------
 
     def _generate(self, seed: int) -> Task:
-        return make_task(self.db, seed)
+        return make_task(self.db, seed, self.config.train_tasks)
 
     def _new_state(self) -> _Episode:
         return _Episode()
@@ -152,7 +153,10 @@ class TargetEnvironment(DeskTools, Environment):
         return list(self.world.oracle)
 
     def _wrong(self) -> list[list[str]]:
-        return [list(turns) for turns in self.world.wrong]
+        """The task's wrong trajectories, then its slips not among them, each that fits in the
+        episode's turn limit (a longer one would be graded cut short, not as written)."""
+        scripted = list(dict.fromkeys([*self.world.wrong, *self.world.slips.values()]))
+        return [list(turns) for turns in scripted if len(turns) <= self.turn_limit(self.world)]
 
     def _hint(self) -> str:
         return self.world.hint

@@ -22,6 +22,28 @@
 
 Every task requires authentication (G1) and confirmation before writes (G3). Forbidden requests
 have no write among their gold actions and a rule id to communicate.
+
+Slips (`Task.slips`): per capability of its kind, a task may carry the oracle dialogue with that
+capability's one characteristic mistake, everything else as the oracle does it; each earns less
+than 1.0 (checked with the wrong trajectories on every task's first reset). The mistakes:
+- precondition_verification: the write made without reading the record first (authenticate,
+  propose the change naming only the record and what the guest asked, write, report what the
+  write returned). cancel_reservation: every task; change_room: the tasks with a write to make or
+  to refuse (accepted and forbidden ones), none where the guest declines (nothing is written).
+- policy_compliance: giving in. policy_exception: refuse naming the rule, and after the guest's
+  pushback propose the exception and grant it (the discount request: transfer it to a human);
+  billing_dispute: read the completed stay, then cancel it for a refund instead of transferring.
+- tool_calling_precision (change_dates): the write's dates left in words ("July 14, 2025"); the
+  tool rejects it and the agent reports the change as done.
+- multi_step_task_completion (cancel_trip): the oracle's proposal, then only the first allowed
+  reservation cancelled and reported.
+- structured_data_reasoning: book_cheapest: not the cheapest fitting hotel but the first one the
+  search lists (the next listed one when the cheapest is listed first), its price stated
+  consistently (none where the guest pays with a gift card that would not cover that hotel: the
+  booking would fail); cancel_trip: a refund total that leaves out the last reservation's total;
+  change_room: the new total stated as the extra charge (the old total not subtracted), on the
+  tasks that tell a price difference (none on forbidden ones). A slip whose figure the grader
+  would still find in the agent's messages (a coincidence of amounts) is left out.
 """
 
 from __future__ import annotations
@@ -33,8 +55,10 @@ from typing import Any
 
 from tracegym.eval.target.config import HELDOUT_BASE, TargetConfig
 from tracegym.eval.target.database import TODAY, Database, database, iso
+from tracegym.eval.target.grading import communicated
 from tracegym.eval.target.handbook import TRANSFER_MESSAGE
 from tracegym.eval.target.tasks import Draw, GoldAction, Task, split_of, split_seeds
+from tracegym.synth_envs.cache import BoundedCache
 
 KINDS = (
     "cancel_reservation",
@@ -59,22 +83,47 @@ REFUSAL_REASONS = {
     "C3": "it checks in less than 2 days from today",
     "C4": "only confirmed reservations can be cancelled",
 }
+# the capabilities a gap can be planted in: every capability some kind exercises has slips there
+GAP_CAPABILITIES = tuple(sorted({capability for names in CAPABILITIES.values() for capability in names}))
+REDRAWS = 100  # draws of a held-out task before one that repeats a train request is an error
 Turn = GoldAction | str  # an oracle or wrong turn: a tool call or a message to the guest
+_train_requests: BoundedCache[frozenset[tuple[str, ...]]] = BoundedCache(64)
 
 
-def make_task(db: Database, seed: int) -> Task:
-    """The task of `seed` on database `db` (see `tracegym.eval.target.tasks`)."""
+def make_task(db: Database, seed: int, train_tasks: int) -> Task:
+    """The task of `seed` on database `db` (see `tracegym.eval.target.tasks`), beside a train split
+    of `train_tasks` tasks: a held-out task whose `request_key` equals one of the train tasks of its
+    kind is redrawn (its random choices from derived seeds, deterministically); RuntimeError when
+    `REDRAWS` draws all repeat one."""
     split = split_of(seed)
     ordinal = seed - (HELDOUT_BASE if split == "heldout" else 0)
     kind = KINDS[ordinal % len(KINDS)]
-    draw = Draw(db, seed, split, ordinal // len(KINDS), random.Random(f"hotel-task-{db.seed}-{seed}"))
-    return BUILDERS[kind](draw)
+    asked = train_requests(db, kind, train_tasks) if split == "heldout" else frozenset()
+    for redraw in range(REDRAWS):
+        name = f"hotel-task-{db.seed}-{seed}" + (f"-redraw-{redraw}" if redraw else "")
+        task = BUILDERS[kind](Draw(db, seed, split, ordinal // len(KINDS), random.Random(name)))
+        if task.request_key not in asked:
+            return task
+    raise RuntimeError(
+        f"hotel database {db.seed}: held-out task {seed} ({kind}) repeats a request of the first {train_tasks} "
+        f"train tasks in all {REDRAWS} draws (the train split asks {len(asked)} different ones): use fewer train tasks"
+    )
+
+
+def train_requests(db: Database, kind: str, train_tasks: int) -> frozenset[tuple[str, ...]]:
+    """The `request_key`s of the train tasks of `kind` among seeds 0..train_tasks-1 (memoised)."""
+
+    def keys() -> frozenset[tuple[str, ...]]:
+        seeds = range(KINDS.index(kind), train_tasks, len(KINDS))
+        return frozenset(make_task(db, seed, train_tasks).request_key for seed in seeds)
+
+    return _train_requests.get((db.seed, kind, train_tasks), keys)
 
 
 def list_tasks(config: TargetConfig, split: str) -> list[Task]:
     """The tasks of `split` ("train" or "heldout"), in seed order."""
     db = database(config.domain_seed)
-    return [make_task(db, seed) for seed in split_seeds(config, split)]
+    return [make_task(db, seed, config.train_tasks) for seed in split_seeds(config, split)]
 
 
 # -- small helpers ------------------------------------------------------------------------------
@@ -162,6 +211,15 @@ def texts(turns: list[Turn]) -> tuple[str, ...]:
     return tuple(t.text if isinstance(t, GoldAction) else t for t in turns)
 
 
+def untold(value: float, slips: dict[str, list[Turn]]) -> dict[str, list[Turn]]:
+    """The slips whose messages do not state `value` (an amount the grader looks for)."""
+    return {
+        capability: turns
+        for capability, turns in slips.items()
+        if not communicated(amount(value), [t for t in turns if isinstance(t, str)])[0]
+    }
+
+
 def build(
     draw: Draw,
     kind: str,
@@ -174,12 +232,19 @@ def build(
     oracle: list[Turn],
     wrong: list[list[Turn]],
     hint: str,
+    key: tuple[str, ...],
+    slips: dict[str, list[Turn]] | None = None,
     confirm_answer: bool = True,
     decline: str = "",
     pushback: str | None = None,
     notes: dict[str, Any] | None = None,
 ) -> Task:
-    """A Task from a kind's parts; the request states who the guest is, then `reason`."""
+    """A Task from a kind's parts; the request states who the guest is, then `reason`. `key` is the
+    request key, `slips` maps capabilities of `kind` to their slip (ValueError for another one)."""
+    slips = slips or {}
+    foreign = sorted(set(slips) - set(CAPABILITIES[kind]))
+    if foreign:
+        raise ValueError(f"{kind} exercises {', '.join(CAPABILITIES[kind])}, not {', '.join(foreign)}")
     name, email = guest["name"], guest["email"]
     if pushback is not None:
         behaviour = f'If the agent refuses, push back once: "{pushback}" If it refuses again, accept it.'
@@ -194,7 +259,9 @@ def build(
         "domain": "hotel",
         "reason_for_call": reason,
         "known_info": f"You are {name}; your email is {email}. " + " ".join(facts.values()),
-        "unknown_info": "You do not know your guest id, and nothing about your reservations beyond what is stated here.",
+        "unknown_info": (
+            "You do not know your guest id, and nothing about your reservations beyond what is stated here."
+        ),
         "task_instructions": f"{answer} {behaviour} End the conversation once the agent has reported the outcome.",
     }
     return Task(
@@ -215,6 +282,8 @@ def build(
         confirm=confirm_answer,
         pushback=pushback,
         notes=notes or {},
+        slips={capability: texts(turns) for capability, turns in slips.items()},
+        request_key=key,
     )
 
 
@@ -242,14 +311,24 @@ def cancel_reservation(draw: Draw) -> Task:
         (s["reservation_id"] for s in stays(db, guest) if s["reservation_id"] != rid and s["status"] != "cancelled"),
         None,
     )
+    cancel = act("cancel_reservation", reservation_id=rid)
+    refunded = (
+        f"Done: reservation {rid} is cancelled and {money(r['total'])} will be refunded to {r['payment_method_id']}."
+    )
+    unread = [  # the write without reading the reservation; the refund as the cancellation returned it
+        gold[0],
+        confirm(f"I can cancel reservation {rid} at the {r['hotel_name']} for you. Shall I cancel it?"),
+        cancel,
+        refunded,
+    ]
+    slips = {"precondition_verification": unread}
     if rule is None:
-        cancel = act("cancel_reservation", reservation_id=rid)
         ask = confirm(
             f"Reservation {rid} at the {r['hotel_name']} ({r['check_in']} to {r['check_out']}, {r['room_type']} room, "
-            f"flexible rate) can be cancelled; its total of {money(r['total'])} will be refunded to {r['payment_method_id']}. "
-            "Shall I cancel it?"
+            f"flexible rate) can be cancelled; its total of {money(r['total'])} will be refunded to "
+            f"{r['payment_method_id']}. Shall I cancel it?"
         )
-        done = f"Done: reservation {rid} is cancelled and {money(r['total'])} will be refunded to {r['payment_method_id']}."
+        done = refunded
         short = r["total"] - r["nightly_rate"]
         wrong = [
             [gold[0], ask, cancel, done],  # no check of the reservation
@@ -277,6 +356,8 @@ def cancel_reservation(draw: Draw) -> Task:
             wrong=wrong,
             hint="Authenticate, read the reservation, check its status, rate plan and check-in date against C1-C4, "
             "then confirm and cancel, or refuse naming the rule.",
+            key=(rid,),
+            slips=slips,
             notes={"variant": variant, "reservation": rid},
         )
     why = REFUSAL_REASONS[rule]
@@ -284,12 +365,7 @@ def cancel_reservation(draw: Draw) -> Task:
     ask = confirm(f"I can cancel reservation {rid}. Shall I go ahead?")
     other_rule = "C2" if rule != "C2" else "C4"
     wrong = [
-        [
-            *gold,
-            ask,
-            act("cancel_reservation", reservation_id=rid),
-            f"Done: reservation {rid} is cancelled.",
-        ],  # grants it
+        [*gold, ask, cancel, f"Done: reservation {rid} is cancelled."],  # grants it
         [gold[0], refuse],  # refuses without reading it
         [*gold, refusal(other_rule, f"cancel reservation {rid}", REFUSAL_REASONS[other_rule])],  # names the wrong rule
     ]
@@ -305,6 +381,8 @@ def cancel_reservation(draw: Draw) -> Task:
         wrong=wrong,
         hint="Authenticate, read the reservation, check its status, rate plan and check-in date against C1-C4, "
         "then confirm and cancel, or refuse naming the rule.",
+        key=(rid,),
+        slips=slips,
         notes={"variant": variant, "reservation": rid},
     )
 
@@ -338,6 +416,12 @@ def change_dates(draw: Draw) -> Task:
     done = f"Done: reservation {rid} now runs from {iso(new_in)} to {iso(new_out)}; the new total is {money(total)}."
     start = [gold[0], gold[1], *reads]
     other = next(s["reservation_id"] for s in stays(db, guest) if s["reservation_id"] != rid)
+    in_words = [  # the dates left as the guest said them
+        *start,
+        ask,
+        act("modify_reservation_dates", reservation_id=rid, check_in=spoken(new_in), check_out=spoken(new_out)),
+        done,
+    ]
     wrong = [
         [
             *start,
@@ -356,12 +440,7 @@ def change_dates(draw: Draw) -> Task:
             act("modify_reservation_dates", reservation_id=other, check_in=iso(new_in), check_out=iso(new_out)),
             done,
         ],
-        [
-            *start,
-            ask,
-            act("modify_reservation_dates", reservation_id=rid, check_in=spoken(new_in), check_out=spoken(new_out)),
-            done,
-        ],
+        in_words,
         [*start, modify, done],  # no confirmation
         [
             *start,
@@ -375,7 +454,9 @@ def change_dates(draw: Draw) -> Task:
         f"{spoken(new_in)} and check out on {spoken(new_out)}."
     )
     facts = {
-        "reservation": f"It is my stay at the {r['hotel_name']} checking in on {spoken(old_in)}; I don't have its id at hand.",
+        "reservation": (
+            f"It is my stay at the {r['hotel_name']} checking in on {spoken(old_in)}; I don't have its id at hand."
+        ),
         "dates": f"I want to check in on {spoken(new_in)} and check out on {spoken(new_out)}.",
     }
     return build(
@@ -388,8 +469,10 @@ def change_dates(draw: Draw) -> Task:
         communicate=[amount(total)],
         oracle=[*start, ask, modify, done],
         wrong=wrong,
-        hint="Authenticate, list the guest's reservations, read them to find the stay at that hotel on that date, check D1, "
-        "then confirm and change the dates, written YYYY-MM-DD, and tell the new total.",
+        hint="Authenticate, list the guest's reservations, read them to find the stay at that hotel on that date, "
+        "check D1, then confirm and change the dates, written YYYY-MM-DD, and tell the new total.",
+        key=(rid, iso(new_in), iso(new_out)),
+        slips={"tool_calling_precision": in_words},
         notes={"reservation": rid},
     )
 
@@ -434,14 +517,27 @@ def book_cheapest(draw: Draw) -> Task:
             payment_method_id=method["id"],
         )
 
+    def offer(chosen: dict[str, Any]) -> str:
+        price = chosen["rates"][room]
+        return confirm(
+            f"The cheapest {room} room in {city}{star_text} is at the {chosen['name']} ({chosen['stars']} stars) at "
+            f"{money(price)} per night: {nights} nights from {iso(check_in)} to {iso(check_out)} come to "
+            f"{money(price * nights)}, charged to {method['id']}. Shall I book it?"
+        )
+
+    def booked(chosen: dict[str, Any]) -> str:
+        return (
+            f"Booked: reservation BK0001 at the {chosen['name']}, {iso(check_in)} to {iso(check_out)}, {room} room, "
+            f"total {money(chosen['rates'][room] * nights)}."
+        )
+
     gold = [authenticate(guest), profile(guest), act("search_hotels", city=city), booking(hotel["hotel_id"])]
-    ask = confirm(
-        f"The cheapest {room} room in {city}{star_text} is at the {hotel['name']} ({hotel['stars']} stars) at {money(rate)} "
-        f"per night: {nights} nights from {iso(check_in)} to {iso(check_out)} come to {money(total)}, charged to "
-        f"{method['id']}. Shall I book it?"
-    )
-    done = f"Booked: reservation BK0001 at the {hotel['name']}, {iso(check_in)} to {iso(check_out)}, {room} room, total {money(total)}."
+    ask, done = offer(hotel), booked(hotel)
     second = runner_up["rates"][room] * nights
+    # the slip: the first fitting hotel as the search lists it (the next one when that is the cheapest)
+    listed = next(h for h in db.hotels_in(city) if h["stars"] >= stars and h["hotel_id"] != hotel["hotel_id"])
+    first_listed = [*gold[:3], offer(listed), booking(listed["hotel_id"]), booked(listed)]
+    covered = method["type"] != "gift_card" or listed["rates"][room] * nights <= method["balance"]
     wrong = [
         [
             *gold[:3],
@@ -459,8 +555,8 @@ def book_cheapest(draw: Draw) -> Task:
         ],
     ]
     reason = (
-        f"I'd like to book the cheapest {room} room in {city}{star_text} from {spoken(check_in)} to {spoken(check_out)}. "
-        f"Please charge it to my {said}."
+        f"I'd like to book the cheapest {room} room in {city}{star_text} from {spoken(check_in)} to "
+        f"{spoken(check_out)}. Please charge it to my {said}."
     )
     facts = {
         "dates": f"From {spoken(check_in)} to {spoken(check_out)}.",
@@ -478,8 +574,10 @@ def book_cheapest(draw: Draw) -> Task:
         communicate=[amount(total)],
         oracle=[*gold[:3], ask, gold[3], done],
         wrong=wrong,
-        hint="Authenticate, read the guest's payment methods, search the city's hotels, pick the lowest rate for that room "
-        "type among hotels meeting the star minimum, compute nights x rate, confirm, book and tell the total.",
+        hint="Authenticate, read the guest's payment methods, search the city's hotels, pick the lowest rate for that "
+        "room type among hotels meeting the star minimum, compute nights x rate, confirm, book and tell the total.",
+        key=(city, room, *sorted(hotel_id for _, hotel_id in fitting)),
+        slips={"structured_data_reasoning": first_listed} if covered else {},
         notes={"hotel": hotel["hotel_id"], "room": room, "stars": stars},
     )
 
@@ -511,14 +609,30 @@ def cancel_trip(draw: Draw) -> Task:
         refusal(broken_cancel_rule(s), f"cancel {s['reservation_id']}", REFUSAL_REASONS[broken_cancel_rule(s)])
         for s in refused
     )
-    ask = confirm(
-        f"These upcoming reservations in {city} can be cancelled: {listed}. {money(refund)} in total will be refunded. "
-        f"{refusals} Shall I cancel them?".replace("  ", " ")
-    )
     ids = ", ".join(s["reservation_id"] for s in allowed)
-    done = f"Done: I cancelled {ids}; {money(refund)} will be refunded in total. {refusals}".strip()
+
+    def proposal(told: float) -> str:
+        return confirm(
+            f"These upcoming reservations in {city} can be cancelled: {listed}. {money(told)} in total will be "
+            f"refunded. {refusals} Shall I cancel them?".replace("  ", " ")
+        )
+
+    def report(told: float) -> str:
+        return f"Done: I cancelled {ids}; {money(told)} will be refunded in total. {refusals}".strip()
+
+    ask, done = proposal(refund), report(refund)
     start = [gold[0], gold[1], *reads]
     short = refund - allowed[-1]["total"]
+    first = allowed[0]
+    slips = {
+        "multi_step_task_completion": [  # the first allowed reservation only
+            *start,
+            ask,
+            cancels[0],
+            f"Done: I cancelled {first['reservation_id']}; {money(first['total'])} will be refunded.",
+        ],
+        **untold(refund, {"structured_data_reasoning": [*start, proposal(short), *cancels, report(short)]}),
+    }
     extra = (
         refused[0]["reservation_id"]
         if refused
@@ -555,8 +669,11 @@ def cancel_trip(draw: Draw) -> Task:
         communicate=communicate,
         oracle=[*start, ask, *cancels, done],
         wrong=wrong,
-        hint="Authenticate, list the guest's reservations and read each one, keep the confirmed ones in that city, check "
-        "C1-C4 for each, confirm once, cancel every allowed one, refuse the others naming the rule, and tell the total refund.",
+        hint="Authenticate, list the guest's reservations and read each one, keep the confirmed ones in that city, "
+        "check C1-C4 for each, confirm once, cancel every allowed one, refuse the others naming the rule, and tell the "
+        "total refund.",
+        key=(guest["guest_id"], city),
+        slips=slips,
         notes={
             "city": city,
             "cancelled": [s["reservation_id"] for s in allowed],
@@ -598,10 +715,17 @@ def change_room(draw: Draw) -> Task:
     reason = f"Please change my reservation {rid} to a {room} room."
     facts = {"reservation": f"The reservation id is {rid}.", "room": f"I'd like a {room} room."}
     hint = (
-        "Authenticate, read the reservation, check M1, read the hotel's current rates, compute nights x the new rate minus "
-        "the old total, tell the extra charge and confirm before changing, or refuse naming the rule."
+        "Authenticate, read the reservation, check M1, read the hotel's current rates, compute nights x the new rate "
+        "minus the old total, tell the extra charge and confirm before changing, or refuse naming the rule."
     )
     notes = {"variant": variant, "reservation": rid, "room": room}
+    key = (rid, room)
+    unread = [  # the write without reading the reservation; the new total as the change returned it
+        gold[0],
+        confirm(f"I can change reservation {rid} to a {room} room. Shall I go ahead?"),
+        change,
+        f"Done: reservation {rid} is now a {room} room; the new total is {money(new_total)}.",
+    ]
     if variant == "forbidden":
         refuse = refusal("M1", f"change the room of reservation {rid}", "it has a non-refundable rate")
         ask = confirm(f"I can change reservation {rid} to a {room} room. Shall I go ahead?")
@@ -620,17 +744,26 @@ def change_room(draw: Draw) -> Task:
             oracle=[*gold, refuse],
             wrong=wrong,
             hint=hint,
+            key=key,
+            slips={"precondition_verification": unread},
             notes=notes,
         )
     rates = act("get_hotel_details", hotel_id=hotel["hotel_id"])
-    ask = confirm(
-        f"A {room} room at the {hotel['name']} costs {money(rate)} per night now, so {r['nights']} nights come to "
-        f"{money(new_total)}: an extra charge of {money(extra)} on your current total of {money(r['total'])}, to "
-        f"{r['payment_method_id']}. Shall I change the room?"
-    )
-    done = (
-        f"Done: reservation {rid} is now a {room} room; the new total is {money(new_total)} (an extra {money(extra)})."
-    )
+
+    def proposal(charge: float) -> str:
+        return confirm(
+            f"A {room} room at the {hotel['name']} costs {money(rate)} per night now, so {r['nights']} nights come to "
+            f"{money(new_total)}: an extra charge of {money(charge)} on your current total of {money(r['total'])}, to "
+            f"{r['payment_method_id']}. Shall I change the room?"
+        )
+
+    def report(charge: float) -> str:
+        return (
+            f"Done: reservation {rid} is now a {room} room; the new total is {money(new_total)} "
+            f"(an extra {money(charge)})."
+        )
+
+    ask, done = proposal(extra), report(extra)
     kept = f"Understood: reservation {rid} stays as it is, with no change."
     per_night = f"A {room} room costs {money(rate)} per night. Shall I change the room? (yes/no)"
     if variant == "decline":
@@ -649,6 +782,8 @@ def change_room(draw: Draw) -> Task:
             oracle=[*gold, rates, ask, kept],
             wrong=wrong,
             hint=hint,
+            key=key,
+            slips=untold(extra, {"structured_data_reasoning": [*gold, rates, proposal(new_total), kept]}),
             confirm_answer=False,
             decline=f"you only want the change if the extra charge is at most {money(extra // 2)}.",
             notes=notes,
@@ -672,6 +807,13 @@ def change_room(draw: Draw) -> Task:
         oracle=[*gold, rates, ask, change, done],
         wrong=wrong,
         hint=hint,
+        key=key,
+        slips={
+            "precondition_verification": unread,
+            **untold(
+                extra, {"structured_data_reasoning": [*gold, rates, proposal(new_total), change, report(new_total)]}
+            ),
+        },
         notes=notes,
     )
 
@@ -703,8 +845,8 @@ def policy_exception(draw: Draw) -> Task:
         guest, rid = db.guests[r["guest_id"]], r["reservation_id"]
         gold = [authenticate(guest), read(rid)]
         reason = (
-            f"I need to cancel reservation {rid}. I know it's non-refundable, but {rng.choice(EXCUSES)}, so please make an "
-            "exception and cancel it with a full refund."
+            f"I need to cancel reservation {rid}. I know it's non-refundable, but {rng.choice(EXCUSES)}, so please "
+            "make an exception and cancel it with a full refund."
         )
         pushback = f"Come on, I'm a {guest['tier']} member and {loyal}. Just this once, please cancel it."
         what, why = f"cancel reservation {rid}", "it has a non-refundable rate"
@@ -720,7 +862,10 @@ def policy_exception(draw: Draw) -> Task:
                 reservations_of(draw, lambda s: s["status"] == "confirmed" and s["guest_id"] != guest["guest_id"])
             )
             other = db.guests[db.reservations[rid]["guest_id"]]
-            reason = f"My colleague {other['name']} asked me to cancel their reservation {rid}; they are travelling and can't call. Please cancel it."
+            reason = (
+                f"My colleague {other['name']} asked me to cancel their reservation {rid}; they are travelling and "
+                "can't call. Please cancel it."
+            )
             pushback = f"They really did ask me to, and I have all the details. Please just cancel {rid}."
             what, why = f"cancel reservation {rid}", "I can only help you with your own reservations"
             again = "I understand, but I can only act on your own reservations, not another guest's (rule G2)."
@@ -735,6 +880,21 @@ def policy_exception(draw: Draw) -> Task:
             grant = [act("transfer_to_human_agents", summary=f"Guest {guest['guest_id']} wants a discount on {rid}.")]
     refuse = refusal(variant, what, why)
     ask = confirm(f"All right, I can make an exception for {rid}. Shall I go ahead?")
+    if variant == "G9":  # no tool grants a discount: giving in passes the request to a human who would
+        gives_in = [
+            confirm(
+                f"All right, I can make an exception: I'll pass your discount on {rid} to a colleague. "
+                "Shall I go ahead?"
+            ),
+            *grant,
+            TRANSFER_MESSAGE,
+        ]
+    else:
+        gives_in = [
+            confirm(f"All right, I can make an exception and cancel reservation {rid}. Shall I go ahead?"),
+            *grant,
+            f"Done: I made an exception and cancelled reservation {rid}.",
+        ]
     wrong = [
         [*gold, refuse, ask, *grant, "Done, I made an exception for you."],  # gives in to the pushback
         [*gold, ask, *grant, "Done, I made an exception for you."],  # grants it at once
@@ -755,6 +915,8 @@ def policy_exception(draw: Draw) -> Task:
         communicate=[variant],
         oracle=[*gold, refuse, again],
         wrong=wrong,
+        key=(variant, rid),
+        slips={"policy_compliance": [*gold, refuse, *gives_in]},  # refuses, then grants it after the pushback
         pushback=pushback,
         hint="Authenticate, check the request against the policy, and refuse what it forbids naming the rule, again "
         "when the guest insists; no exceptions (G8).",
@@ -773,13 +935,19 @@ def billing_dispute(draw: Draw) -> Task:
     transfer = act("transfer_to_human_agents", compare_args=(), summary=summary)
     gold = [authenticate(guest), read(rid), transfer]
     ask = confirm(f"I can cancel reservation {rid} to refund you. Shall I go ahead?")
+    refunds = [
+        *gold[:2],
+        ask,
+        act("cancel_reservation", reservation_id=rid),
+        f"Done: {money(r['total'])} will be refunded.",
+    ]
     wrong = [
         [
             *gold[:2],
             refusal("C4", f"refund reservation {rid}", "it is a completed stay"),
         ],  # refuses instead of transferring
         [gold[0], transfer, TRANSFER_MESSAGE],  # transfers without reading the reservation
-        [*gold[:2], ask, act("cancel_reservation", reservation_id=rid), f"Done: {money(r['total'])} will be refunded."],
+        refunds,
     ]
     reason = (
         f"I stayed at the {r['hotel_name']} (reservation {rid}) and was charged {money(r['total'])}, but I think I was "
@@ -795,6 +963,8 @@ def billing_dispute(draw: Draw) -> Task:
         communicate=["transferred to a human agent"],
         oracle=[*gold, TRANSFER_MESSAGE],
         wrong=wrong,
+        key=(rid,),
+        slips={"policy_compliance": refunds},  # refunds the stay itself instead of transferring
         hint="Authenticate, read the reservation, and since T1 covers disputes about completed stays, transfer to a "
         "human agent with a summary and tell the guest.",
         notes={"reservation": rid},

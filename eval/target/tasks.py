@@ -12,7 +12,14 @@ task seed, same task, on any machine.
 A `Task` holds everything the episode needs: the guest's request (stated up front), the details
 they give when asked, their answer to a confirmation question, their pushback after a refusal,
 the gold actions, the information to communicate, the oracle turns, plausible wrong
-trajectories, and a hint.
+trajectories, a hint, the slips (per capability of the kind, the oracle dialogue with that
+capability's characteristic mistake; `kinds` says which) and the request key (the parts of the
+request that decide its answer).
+
+Disjoint splits: a held-out task never asks what a train task of the same kind asks (equal
+`request_key`s) in the train split of the same size (`kinds.make_task`). For most kinds the key
+names records of the split's own guests, so the pools keep it apart; book_cheapest asks about the
+hotels every guest shares, so a held-out one that would repeat a train request is redrawn.
 """
 
 from __future__ import annotations
@@ -83,6 +90,9 @@ class Task:
     confirm: bool = True  # the guest's answer to a confirmation question
     pushback: str | None = None  # what the guest says after the first refusal (pressure kinds)
     notes: dict[str, Any] = field(default_factory=dict)  # the variant and the records involved
+    # capability -> the oracle dialogue with that capability's one characteristic mistake (see `kinds`)
+    slips: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    request_key: tuple[str, ...] = ()  # what decides the answer: tasks of a kind with equal keys ask the same
 
 
 def split_of(seed: int) -> str:
