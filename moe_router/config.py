@@ -3,10 +3,14 @@ the modules that use them so that building the CLI parser imports no torch or fa
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from tracegym.config import option
+from tracegym.errors import UserError
+
+API_KEY_ENV = "TRACEGYM_API_KEY"  # `tracegym serve`'s key when --api-key is not given
 
 
 @dataclass
@@ -47,6 +51,13 @@ class RouterTrainingConfig:
             raise ValueError("learning_rate must be positive and load_balance non-negative")
 
 
+def _secret(field: Any) -> Any:
+    """`field` (an `option`) left out of its config's repr, so that printing or logging the config
+    never shows it."""
+    field.repr = False
+    return field
+
+
 @dataclass
 class ServeConfig:
     """`tracegym serve` settings."""
@@ -65,6 +76,14 @@ class ServeConfig:
         None, "prompt + completion tokens allowed (default: the model's max_position_embeddings)"
     )
     max_body_bytes: int = option(4_000_000, "largest request body accepted")
+    api_key: str | None = _secret(
+        option(
+            None,
+            "API key clients send as 'Authorization: Bearer KEY' on every route but /health; none: "
+            f"`tracegym serve` reads ${API_KEY_ENV} (which keeps it out of the process list), else serves "
+            "without a key, on a loopback host only",
+        )
+    )
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -76,3 +95,25 @@ class ServeConfig:
             raise ValueError("batch_wait_ms must be non-negative and max_context at least 2")
         if not self.model_name or ":" in self.model_name:
             raise ValueError(f"model_name must be non-empty without ':', got {self.model_name!r}")
+        key = self.api_key
+        if key is not None and not (key and key.isascii() and key.isprintable() and " " not in key):
+            raise ValueError("api_key must be non-empty printable ASCII without spaces (what an HTTP header carries)")
+
+    def check_exposure(self) -> None:
+        """Raise UserError when `host` is not a loopback address and no `api_key` is set: the
+        server would answer anyone who can reach this machine."""
+        if self.api_key is None and not is_loopback(self.host):
+            raise UserError(
+                f"refusing to serve on {self.host} without an API key: anyone who can reach this machine "
+                f"could use it; set {API_KEY_ENV} (or --api-key), or bind 127.0.0.1"
+            )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is "localhost" or a loopback IP address (127.0.0.0/8, ::1)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -6,9 +6,10 @@ NAME:<adapter> (one adapter alone), all served by one mixture in shared batches.
 
 Errors are OpenAI-shaped JSON (`{"error": {"message", "type", "code"}}`): 400 for a body that is
 not JSON or not a valid request (the first problem named), a context too long, or an unsupported
-option; 404 for an unknown model; 413 for a body over `max_body_bytes`; 503 when the queue is
-full (with Retry-After). The `seed` field is ignored: rows share batches, so per-request seeds
-would not reproduce.
+option; 401 for a request without the right API key (when `api_key` is set: every route but
+/health wants `Authorization: Bearer KEY`); 404 for an unknown model; 413 for a body over
+`max_body_bytes`; 503 when the queue is full (with Retry-After). The `seed` field is ignored:
+rows share batches, so per-request seeds would not reproduce.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import hmac
 import json
 import logging
 import socket
@@ -73,6 +75,33 @@ class BodyLimit:
         await self.app(scope, limited, send)
 
 
+class ApiKey:
+    """ASGI middleware: every HTTP request but those to the `public` paths must carry
+    `Authorization: Bearer KEY`; any other gets 401 with an OpenAI-style error. The key is
+    compared in constant time and never written to a response or a log."""
+
+    def __init__(self, app: ASGIApp, key: str, public: frozenset[str] = frozenset({"/health"})) -> None:
+        self.app, self.key, self.public = app, key.encode(), public
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in self.public:
+            await self.app(scope, receive, send)
+            return
+        header = dict(scope.get("headers") or []).get(b"authorization", b"")
+        scheme, _, token = header.partition(b" ")
+        if scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self.key):
+            await self.app(scope, receive, send)
+            return
+        problem = "invalid API key" if header else "missing API key"
+        refusal = _error(
+            401,
+            f"{problem}: send the header 'Authorization: Bearer KEY'",
+            "invalid_api_key",
+            {"WWW-Authenticate": "Bearer"},
+        )
+        await refusal(scope, receive, send)
+
+
 class _Channel:
     """A request's tokens, from the worker thread to the request's event loop."""
 
@@ -123,6 +152,8 @@ def create_app(folder: str, config: ServeConfig) -> tuple[FastAPI, Engine]:
 
     app = FastAPI(title="tracegym", lifespan=lifespan)
     app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+    if config.api_key is not None:  # added last, so it runs first: no body is read before the key is checked
+        app.add_middleware(ApiKey, key=config.api_key)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:

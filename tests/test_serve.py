@@ -11,7 +11,7 @@ import time
 import httpx
 import openai
 import pytest
-from moe_fixtures import FAMILIES, routed_folder, tiny_adapters  # noqa: F401 (fixtures)
+from moe_fixtures import FAMILIES
 
 from tracegym.moe_router.chat_api import ChatRequest, StreamWriter, reply_message, to_messages
 from tracegym.moe_router.config import ServeConfig
@@ -20,6 +20,7 @@ from tracegym.synth_envs.registry import make_env
 from tracegym.toolcalls import render_tool_call
 
 HELLO = [{"role": "user", "content": "Say hello."}]
+pytest_plugins = ("moe_fixtures",)  # the fixtures tiny_adapters and routed_folder
 
 
 @pytest.fixture(scope="module")
