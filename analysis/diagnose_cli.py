@@ -8,6 +8,9 @@ records are skipped and listed (printed and in report.md); inputs holding no tra
 as it was (exit 1) unless --allow-empty. Without --judge-url the deterministic detectors label
 (N = K = 1); with it, the judge labels in --judge-runs runs and K defaults to 80% of them (the
 paper's 8 of 10). A run's labels and failure source do not depend on the other PATHs given.
+τ-style runs are checked against their domain's rules (`metadata.domain`): built-in (airline,
+retail, telecom), installed (entry points `tracegym.domains`), or given with --domain FILE; runs of
+any other domain get the generic checks (report.md says which applied).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from tracegym.analysis.ingest.outputs import empty_input, format_skipped
 from tracegym.analysis.judge import LLMJudge
 from tracegym.analysis.llm_client import OpenAIChatClient
 from tracegym.analysis.report import selection_table, write_outputs
+from tracegym.analysis.rules import load_domain
+from tracegym.analysis.rules import register as register_domain
 from tracegym.config import add_config_arguments, resolve_config
 from tracegym.errors import UserError
 from tracegym.files import writing_into
@@ -34,6 +39,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "paths", nargs="+", type=Path, metavar="PATH", help="run files/folders or an ingested trajectories.jsonl"
     )
     parser.add_argument("--out", type=Path, required=True, help="output folder")
+    parser.add_argument(
+        "--domain",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a domain's rules for runs of that domain (repeatable): a .toml or .json declaration, a .py file "
+        "holding a Domain, or module:attribute; replaces a registered domain of the same name",
+    )
     add_config_arguments(parser, DiagnoseConfig)
     parser.set_defaults(run=run)
 
@@ -55,6 +68,14 @@ def load(paths: list[Path], keep_going: bool) -> IngestResult:
     return result
 
 
+def register_domains(specs: list[str]) -> None:
+    """Load and register each domain `specs` names (see `rules.registry.load_domain`), printing one
+    line each; a broken one is a UserError naming it."""
+    for spec in specs:
+        domain = register_domain(load_domain(spec), replace_registered=True)
+        print(f"domain {domain.name}: rules from {spec}")
+
+
 def check(config: DiagnoseConfig) -> None:
     """The checks that span settings (one-line UserErrors)."""
     selection = config.selection.for_runs(config.judge.runs if config.judge.url else 1)
@@ -69,6 +90,7 @@ def check(config: DiagnoseConfig) -> None:
 def run(args: argparse.Namespace) -> int:
     config = resolve_config(DiagnoseConfig, args)
     check(config)
+    register_domains(args.domain)
     ingested = load(args.paths, config.keep_going)
     trajectories = ingested.trajectories
     if not trajectories and not config.allow_empty:

@@ -18,6 +18,8 @@ from matplotlib.text import Annotation, Text  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
 from tracegym.analysis.diagnose import Diagnosis  # noqa: E402
+from tracegym.analysis.rules.domain import GENERIC  # noqa: E402
+from tracegym.analysis.rules.registry import domain_uses  # noqa: E402
 from tracegym.files import replace_together  # noqa: E402
 from tracegym.schema import CapabilityReport, CapabilityStats, dump_jsonl  # noqa: E402
 
@@ -174,6 +176,28 @@ def _inputs(diagnosis: Diagnosis) -> list[str]:
     return lines + [""]
 
 
+def domain_lines(diagnosis: Diagnosis) -> list[str]:
+    """Per domain of the τ-style runs, which rules labelled them: a registered domain (where it was
+    declared, and the rules skipped because no run's policy holds their sentence), or the generic
+    checks. [] where there are no τ-style runs."""
+    lines = []
+    for use in domain_uses(diagnosis.trajectories):
+        name = f"`{use.name}`" if use.name else "(no domain recorded)"
+        if use.domain is GENERIC:
+            lines.append(
+                f"- {name}, {use.runs} runs: no rules registered for this domain, so the generic checks applied "
+                "(writes guessed from tool-name verbs, no confirmation rule, no record reads checked); register "
+                "the domain's rules with `--domain FILE`"
+            )
+            continue
+        rules = len(use.domain.sentences())
+        lines.append(
+            f"- {name}, {use.runs} runs: the domain's rules ({rules} policy sentences) from {use.domain.origin}"
+        )
+        lines += [f"  - not applied, no run's policy holds: “{sentence}”" for sentence in use.unapplied]
+    return ["## Domain rules", "", *lines, ""] if lines else []
+
+
 def _not_the_agents(diagnosis: Diagnosis) -> list[str]:
     """Failures attributed to the user simulator or the benchmark, grouped by source and reason."""
     groups: dict[tuple[str, str], list] = {}
@@ -227,6 +251,7 @@ def render_markdown(diagnosis: Diagnosis) -> str:
         f"ρ = {report.params.get('rho')}, δ = {report.params.get('delta')}, K = {report.params.get('k')} of "
         f"N = {report.params.get('n')}.",
         "",
+        *domain_lines(diagnosis),
         *_inputs(diagnosis),
         "## Failure sources",
         "",

@@ -2,21 +2,17 @@
 
 - `conversation`: what a run established (calls with parsed results, records read, what the user
   said, explicit confirmations);
-- `domain`: what a rule module declares (`Domain`, `ActionRule`, `ConversationRule`, `Finding`)
-  and `GENERIC`, the stand-in for domains no module knows;
+- `domain`: what a domain declares (`Domain`, `ActionRule`, `ConversationRule`, `Finding`) and
+  `GENERIC`, the stand-in for domains no one registered;
 - `checks`: the checks all domains share, including the comparison with gold actions;
-- one rule module per τ²-bench domain: `airline`, `retail`, `telecom`.
+- one rule module per τ²-bench domain: `airline`, `retail`, `telecom`;
+- `declared`, `declared_checks`: domains declared as data (a TOML or JSON file) and their checks;
+- `registry`: the registered domains (`DOMAINS`, `register`, `domain_for`), loaded from files,
+  modules and the `tracegym.domains` entry points (`load_domain`).
 """
 
 from __future__ import annotations
 
-from tracegym.analysis.rules import airline, retail, telecom
-from tracegym.analysis.rules.domain import GENERIC, Domain
-from tracegym.schema import Trajectory
+from tracegym.analysis.rules.registry import DOMAINS, DomainError, domain_for, load_domain, register
 
-DOMAINS: dict[str, Domain] = {module.DOMAIN.name: module.DOMAIN for module in (airline, retail, telecom)}
-
-
-def domain_for(trajectory: Trajectory) -> Domain:
-    """The rule module of the trajectory's domain (`metadata.domain`), else the generic checks."""
-    return DOMAINS.get(str(trajectory.metadata.get("domain") or ""), GENERIC)
+__all__ = ["DOMAINS", "DomainError", "domain_for", "load_domain", "register"]

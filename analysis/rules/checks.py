@@ -319,6 +319,17 @@ def gold_violations(
     return [Finding(f.capability, None, f.text, transfers=f.transfers) for f in found if f.capability in GOLD_RULES]
 
 
+def _missed_transfer(conversation: Conversation, domain: Domain, required: str) -> Finding | None:
+    """What a gold transfer the agent never made shows: a step of the procedure left out in a
+    workflow domain; a request kept that the domain's own transfer rule sends to a human (policy
+    compliance); elsewhere nothing (a refusal in its place complies)."""
+    if domain.workflow:
+        return Finding("multi_step_task_completion", None, required)
+    if domain.transfer_called_for(conversation, len(conversation.messages)):
+        return Finding("policy_compliance", None, f"{required} ({domain.transfer_policy})")
+    return None
+
+
 def gold_gaps(conversation: Conversation, domain: Domain) -> list[Gap]:
     """What each missed gold write, transfer or user-side step shows (see the module docstring)."""
     gold = _gold(conversation)
@@ -381,13 +392,7 @@ def gold_gaps(conversation: Conversation, domain: Domain) -> list[Gap]:
         if name == TRANSFER:
             if not any(c.name == TRANSFER for c in conversation.agent_calls):
                 required = "the policy required a transfer to a human agent; none was made"
-                gaps.append(
-                    Gap(
-                        action,
-                        "transfer",
-                        Finding("multi_step_task_completion", None, required) if domain.workflow else None,
-                    )
-                )
+                gaps.append(Gap(action, "transfer", _missed_transfer(conversation, domain, required)))
             continue
         same = [
             c
@@ -688,8 +693,10 @@ def transfers(conversation: Conversation, domain: Domain, gaps: list[Gap]) -> It
     only where a gold action breaks a rule that sends the request to a human (a cancellation after a
     flight was flown), not even when the user asks for a human after a refusal the policy required
     (labels/round5_brief.md, labels/transfer_amendment.md) and the gold transfers there (every gold
-    transfer in τ²'s airline and retail tasks follows such a refusal). Where no rules are encoded
-    (the generic domain), a gold transfer is the only evidence the policy calls for one. In a
+    transfer in τ²'s airline and retail tasks follows such a refusal), or where the domain's own
+    transfer rule calls for one given what was read before (`Domain.transfer_called_for`). Where no
+    rules are encoded (the generic domain), a gold transfer is the only evidence the policy calls
+    for one. In a
     workflow domain the procedure itself ends in a transfer once its steps are exhausted ("try all
     the relevant resolution steps before transferring"), so there only the work left undone counts."""
     left = [g for g in gaps if g.kind in ("not_done", "refused", "argument", "data")]
@@ -702,7 +709,7 @@ def transfers(conversation: Conversation, domain: Domain, gaps: list[Gap]) -> It
     for call in conversation.agent_calls:
         if call.name != TRANSFER:
             continue
-        if not expected:
+        if not (expected or domain.transfer_called_for(conversation, call.index)):
             yield Finding(
                 "policy_compliance",
                 call.index,

@@ -112,7 +112,12 @@ class Domain:
     labels/telecom_precondition_amendment.md), so precondition verification is never NA; `workflow`: a
     request is a procedure of several steps on either side (telecom troubleshooting), so multi-step
     completion is needed wherever a step is; elsewhere it is needed only where the task involves two
-    or more distinct writes (one request with at most one write needs none)."""
+    or more distinct writes (one request with at most one write needs none). `reads` names the tools
+    that only read (a declared domain lists every tool as a read or a write);
+    `transfer_called_for(conversation, before)` says whether the policy calls for a transfer to a
+    human agent given what was read before message `before` (where it does, a transfer complies and
+    a missing one does not); `origin` says where the domain was declared (a file, an entry point,
+    "built-in")."""
 
     name: str
     writes: frozenset[str]
@@ -125,9 +130,19 @@ class Domain:
     expand: Callable[[Conversation, Any], list[Any]] = lambda conversation, value: []
     preconditions_always: bool = False
     workflow: bool = False
+    reads: frozenset[str] = frozenset()
+    transfer_called_for: Callable[[Conversation, int], bool] = lambda conversation, before: False
+    transfer_policy: str = ""
+    origin: str = "built-in"
 
     def is_write(self, name: str) -> bool:
         return name in self.writes
+
+    def sentences(self) -> list[str]:
+        """The policy sentences the domain's rules implement, each once, in declaration order."""
+        rules = (*self.action_rules, *self.conversation_rules)
+        found = [self.confirmation_policy, self.transfer_policy, *(rule.policy for rule in rules)]
+        return list(dict.fromkeys(sentence for sentence in found if sentence))
 
     def applies(self, conversation: Conversation, policy: str) -> bool:
         """Whether the run's policy holds the sentence a rule implements (or no policy was recorded)."""
