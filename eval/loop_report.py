@@ -1,10 +1,12 @@
 """report.md of the loop, written only from the run's own metric files.
 
 Reads `base_agent/base_agent.json`, `trajectories/rollouts.json`, `analysis/capabilities.json`,
-`eval/<arm>/metrics.json` and the training logs; computes the paired comparisons into
-`report/comparisons.json` first, then renders every number of report.md from those files (a test
-checks that every number in the report occurs in them). Plots: held-out success per arm with its
-95% interval, and the training reward curve of each trained arm.
+`adapters/<capability>/artifact.json` and `calibration.json`, `eval/<arm>/metrics.json` and the
+training logs; computes the paired comparisons into `report/comparisons.json` first, then renders
+every number of report.md from those files (a test checks that every number in the report occurs
+in them). report.md holds every figure `tracegym run` prints on the terminal. Plots
+(`tracegym.eval.report_plots`): held-out success per arm with its 95% interval, and the training
+reward of each trained arm per GRPO step.
 """
 
 from __future__ import annotations
@@ -13,13 +15,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from tracegym.adapters.grpo import read_log  # noqa: E402
-from tracegym.stats import paired_difference  # noqa: E402
+from tracegym.adapters.artifacts import CURVE_FILE
+from tracegym.adapters.grpo import read_log
+from tracegym.eval.report_plots import reward_figure, save, success_figure
+from tracegym.stats import paired_difference
 
 REPORT = "report.md"
 COMPARISONS = "comparisons.json"
@@ -37,7 +36,18 @@ def number(value: float | int | None) -> str:
 
 
 def interval(stat: dict[str, float]) -> str:
+    """`mean [low, high]` of a {mean, low, high} record, each as `number` prints it."""
     return f"{number(stat['mean'])} [{number(stat['low'])}, {number(stat['high'])}]"
+
+
+def signed(value: float) -> str:
+    """A difference to 3 decimals with its sign: +0.469, -0.250."""
+    return f"{value:+.3f}"
+
+
+def change(stat: dict[str, float]) -> str:
+    """`+mean [+low, +high]` of a paired difference, as the terminal prints it."""
+    return f"{signed(stat['mean'])} [{signed(stat['low'])}, {signed(stat['high'])}]"
 
 
 def read_json(path: Path) -> Any:
@@ -62,36 +72,6 @@ def comparisons(arms: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def success_figure(arms: dict[str, dict[str, Any]], path: Path) -> None:
-    names = list(arms)
-    means = [arms[n]["success"]["mean"] for n in names]
-    errors = [
-        [m - arms[n]["success"]["low"] for n, m in zip(names, means)],
-        [arms[n]["success"]["high"] - m for n, m in zip(names, means)],
-    ]
-    figure, axes = plt.subplots(figsize=(max(4.0, 1.2 * len(names)), 3.5))
-    axes.bar(names, means, yerr=errors, capsize=4, color="#4c72b0")
-    axes.set_ylabel("held-out success rate (95% interval)")
-    axes.set_ylim(0, 1)
-    axes.tick_params(axis="x", labelrotation=30)
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-
-
-def reward_figure(logs: dict[str, list[dict[str, Any]]], path: Path) -> None:
-    figure, axes = plt.subplots(figsize=(5.5, 3.5))
-    for name, records in logs.items():
-        axes.plot([r["step"] for r in records], [r["reward_mean"] for r in records], marker="o", label=name)
-    axes.set_xlabel("GRPO step")
-    axes.set_ylabel("mean training reward")
-    if logs:
-        axes.legend(fontsize="small")
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-
-
 def _base_agent_section(made: dict[str, Any], rollouts: dict[str, Any]) -> list[str]:
     lines = ["## Base agent", ""]
     warm = made["warm_start"]
@@ -99,10 +79,12 @@ def _base_agent_section(made: dict[str, Any], rollouts: dict[str, Any]) -> list[
         lines.append(f"`{made['model']}` as it is (no warm start).")
     else:
         config = warm["config"]
+        speed = f", {number(warm['seconds_per_step'])} s per step" if "seconds_per_step" in warm else ""
         lines.append(
-            f"`{made['model']}` warm-started with LoRA SFT (rank {number(config['lora_rank'])}) on {number(warm['dialogues'])} oracle dialogues of the train split "
-            f"(optimizer steps: {number(config['steps'])}, dialogues per step: {number(config['batch_size'])}); SFT loss "
-            f"{number(warm['first_loss'])} -> {number(warm['final_loss'])}; LoRA merged into the model."
+            f"`{made['model']}` warm-started with LoRA SFT (rank {number(config['lora_rank'])}) on "
+            f"{number(warm['dialogues'])} oracle dialogues of the train split (optimizer steps: "
+            f"{number(config['steps'])}, dialogues per step: {number(config['batch_size'])}); SFT loss "
+            f"{number(warm['first_loss'])} -> {number(warm['final_loss'])}{speed}; LoRA merged into the model."
         )
     lines += [
         "",
@@ -115,20 +97,36 @@ def _base_agent_section(made: dict[str, Any], rollouts: dict[str, Any]) -> list[
     return lines
 
 
+def _per_run(values: list[float | None]) -> str:
+    """A capability's statistic over the labelling runs, one value per run."""
+    return " / ".join(number(value) for value in values)
+
+
 def _diagnosis_section(capabilities: dict[str, Any], trained: list[str]) -> list[str]:
+    runs = capabilities["params"]["n"]
     lines = [
         "## Diagnosis of the base agent's train-split runs",
         "",
-        "| capability | Δ | Δ 95% interval | selected | adapter trained |",
-        "|---|---|---|---|---|",
+        f"Selected capabilities: {', '.join(f'`{n}`' for n in capabilities['selected']) or 'none'}.",
+        "",
+        "| capability | coverage per run | Δ | Δ 95% interval | paired Δ (tasks) | runs passed | selected | "
+        "adapter trained |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for stats in capabilities["capabilities"]:
         name = stats["capability"]["name"]
-        delta = number(stats["delta_mean"])
         ci = "-" if not stats["delta_ci"] else f"[{number(stats['delta_ci'][0])}, {number(stats['delta_ci'][1])}]"
+        paired = number(stats["paired_delta"]) + (f" ({stats['paired_tasks']})" if stats["paired_tasks"] else "")
         lines.append(
-            f"| `{name}` | {delta} | {ci} | {'yes' if stats['selected'] else 'no'} | {'yes' if name in trained else 'no'} |"
+            f"| `{name}` | {_per_run(stats['cov'])} | {number(stats['delta_mean'])} | {ci} | {paired} | "
+            f"{number(stats['runs_passed'])}/{number(runs)} | {'yes' if stats['selected'] else 'no'} | "
+            f"{'yes' if name in trained else 'no'} |"
         )
+    sources = ", ".join(f"{source} {number(count)}" for source, count in capabilities["failure_sources"].items())
+    lines += [
+        "",
+        f"Failure sources: {sources or '-'}; union coverage of the selected: {number(capabilities['union_coverage'])}.",
+    ]
     unselected = [name for name in trained if name not in capabilities["selected"]]
     if unselected:
         lines += [
@@ -138,6 +136,93 @@ def _diagnosis_section(capabilities: dict[str, Any], trained: list[str]) -> list
             + ".",
         ]
     return lines + [""]
+
+
+def _knobs(knobs: dict[str, Any]) -> str:
+    """Knob values as a code span `name=value, ...`; - when there are none."""
+    return "`" + ", ".join(f"{name}={value}" for name, value in knobs.items()) + "`" if knobs else "-"
+
+
+def _adapters_section(root: Path, trained: list[str]) -> list[str]:
+    """Each trained adapter: its environment, training, calibration and held-out before/after on
+    its own family (artifact.json, calibration.json)."""
+    lines = ["## Adapters on their own environments", ""]
+    if not trained:
+        return lines + ["No adapter was trained.", ""]
+    artifacts = {name: read_json(root / "adapters" / name / "artifact.json") for name in trained}
+    lines += [
+        "| capability | family | knobs | calibrated | GRPO steps | training rollouts | turn budget tokens | "
+        "reward per step |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, artifact in artifacts.items():
+        spec, metrics = artifact["env_spec"], artifact["metrics"]
+        calibration = spec["calibration"]
+        calibrated = (
+            "no" if not calibration.get("calibrated") else "in band" if calibration.get("in_band") else "out of band"
+        )
+        lines.append(
+            f"| `{name}` | `{spec['family']}` | {_knobs(spec['knobs'])} | {calibrated} | {number(metrics['steps'])} | "
+            f"{number(metrics['rollouts'])} | {number(metrics['turn_budget_tokens'])} | "
+            f"[curve](../adapters/{name}/{CURVE_FILE}) |"
+        )
+    lines += ["", *_heldout_lines(artifacts), *_calibration_lines(root, trained)]
+    return lines
+
+
+def _heldout_lines(artifacts: dict[str, dict[str, Any]]) -> list[str]:
+    """Held-out before -> after GRPO on each adapter's own family, with the paired difference."""
+    rows, unscored = [], []
+    for name, artifact in artifacts.items():
+        metrics = artifact["metrics"]
+        if "heldout_difference" not in metrics:
+            unscored.append(f"`{name}`")
+        for key, difference in metrics.get("heldout_difference", {}).items():
+            episodes, metric = key.split("_", 1)
+            rows.append(
+                f"| `{name}` | {episodes} | {metric} | {number(difference['n'])} | "
+                f"{interval(metrics['heldout_before'][key])} | {interval(metrics['heldout_after'][key])} | "
+                f"{change(difference)} |"
+            )
+    lines = ["### Held-out before and after GRPO, on the adapter's own family", ""]
+    if rows:
+        lines += [
+            "Paired by seed (the same held-out seeds before and after): greedy is one greedy episode per seed, "
+            "sampled the mean of the seed's sampled episodes.",
+            "",
+            "| capability | episodes | metric | seeds | before [95% interval] | after [95% interval] | "
+            "after minus before [95% interval] |",
+            "|---|---|---|---|---|---|---|",
+            *rows,
+            "",
+        ]
+    if unscored:
+        lines += [f"Not scored before and after (`eval.seeds` is 0): {', '.join(unscored)}.", ""]
+    return lines
+
+
+def _calibration_lines(root: Path, trained: list[str]) -> list[str]:
+    """The difficulty rungs each adapter's calibration played and the knobs it chose."""
+    rows = []
+    for name in trained:
+        path = root / "adapters" / name / "calibration.json"
+        for family in read_json(path)["families"] if path.is_file() else []:
+            for point in family["curve"]:
+                chosen = "yes" if point["knobs"] == family["knobs"] else "no"
+                rows.append(
+                    f"| `{name}` | `{family['family']}` | {number(point['ladder_index'])} | {_knobs(point['knobs'])} | "
+                    f"{number(point['mean_reward'])} | {number(point['success_rate'])} | {chosen} |"
+                )
+    if not rows:
+        return []
+    return [
+        "### Calibration",
+        "",
+        "| capability | family | rung | knobs | mean reward | success rate | chosen |",
+        "|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
 
 
 def _arms_section(arms: dict[str, dict[str, Any]], compared: list[dict[str, Any]]) -> list[str]:
@@ -171,8 +256,8 @@ def _arms_section(arms: dict[str, dict[str, Any]], compared: list[dict[str, Any]
         lines.append("No pair to compare (an arm is missing).")
     for row in compared:
         lines.append(
-            f"- `{row['arm']}` minus `{row['versus']}`: success {interval(row['success'])}, "
-            f"reward {interval(row['reward'])}"
+            f"- `{row['arm']}` minus `{row['versus']}`: success {change(row['success'])}, "
+            f"reward {change(row['reward'])}"
         )
     return lines + [""]
 
@@ -184,13 +269,14 @@ def write_report(
     arms = {name: read_json(root / "eval" / name / "metrics.json") for name in arm_names}
     compared = comparisons(arms)
     (out_dir / COMPARISONS).write_text(json.dumps(compared, indent=1))
-    success_figure(arms, out_dir / SUCCESS_PLOT)
-    reward_figure({name: read_log(folder) for name, folder in training_logs.items()}, out_dir / REWARD_PLOT)
+    save(success_figure(arms), out_dir / SUCCESS_PLOT)
+    save(reward_figure({name: read_log(folder) for name, folder in training_logs.items()}), out_dir / REWARD_PLOT)
     lines = ["# tracegym loop report", ""]
     lines += _base_agent_section(
         read_json(root / "base_agent" / "base_agent.json"), read_json(root / "trajectories" / "rollouts.json")
     )
     lines += _diagnosis_section(read_json(root / "analysis" / "capabilities.json"), trained)
+    lines += _adapters_section(root, trained)
     lines += _arms_section(arms, compared)
     lines += ["## Plots", "", f"![held-out success]({SUCCESS_PLOT})", "", f"![training reward]({REWARD_PLOT})", ""]
     (out_dir / REPORT).write_text("\n".join(lines), encoding="utf-8")
