@@ -49,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     with writing_into(args.out):
         write_dataset(result, args.out)
     print(
-        f"wrote {len(result.trajectories)} trajectories to {args.out / TRAJECTORIES} and the report to {args.out / REPORT}"
+        f"wrote {len(result.trajectories)} trajectories to {args.out / TRAJECTORIES} "
+        f"and the report to {args.out / REPORT}"
     )
     return 0

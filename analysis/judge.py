@@ -26,7 +26,8 @@ from tracegym.analysis.llm_client import ChatClient, ClientError
 from tracegym.config import option
 from tracegym.schema import Capability, Evidence, Label, LabelValue, Trajectory
 
-LABEL_PROMPT = """You are auditing one run of an AI agent, as a careful reader would: read the case file (what the run recorded
+LABEL_PROMPT = """You are auditing one run of an AI agent, as a careful reader would: read the case file (what the \
+run recorded
 of the policy the agent was given, the user's hidden instructions, the benchmark's gold actions and outcome) and the
 whole transcript.
 For EVERY capability listed, decide:
@@ -44,7 +45,8 @@ SOURCE_PROMPT = """You are auditing a FAILED run of an AI agent on a benchmark w
 outcome) and the transcript.
 Decide what caused the failure:
 - agent: the agent made the mistake;
-- user_simulator: the simulated user left its instructions (stopped early, invented details, accepted what it was told to decline, contradicted itself);
+- user_simulator: the simulated user left its instructions (stopped early, invented details, accepted what it was \
+told to decline, contradicted itself);
 - benchmark: the expected (gold) outcome is wrong, e.g. it contradicts the policy given what the agent saw.
 Answer "agent" unless the transcript shows otherwise. Quote the decisive message."""
 

@@ -1,8 +1,9 @@
 """What the LLM judge reads about one run: the transcript, and the case file a careful reader has.
 
-A careful reader labels a run (each capability NA, PRESENT or LACKING, with evidence; the
-reference labels of labels/ were made so) from the policy the agent was given, the user's hidden
-instructions, the benchmark's gold actions and verdict, and every message with its tool results. The judge is given the same, within a budget of characters:
+A careful reader labels a run (each capability NA, PRESENT or LACKING, with evidence; the reference
+labels of labels/ were made so) from the policy the agent was given, the user's hidden
+instructions, the benchmark's gold actions and verdict, and every message with its tool results.
+The judge is given the same, within a budget of characters:
 - the transcript (`render_transcript`): every message on one numbered line, numbered as in
   `Trajectory.messages`; when the whole is over the budget, the longest messages are cut to one
   common length, the least cut that fits, so that short messages (what the agent and the user
@@ -29,12 +30,27 @@ POLICY_CHARS = 30_000  # the longest τ² policy (telecom, with its device guide
 FIELD_CHARS = 6_000  # each other part of the case file: instructions, gold actions
 
 TAU_CONVENTIONS = """How careful readers tell the capabilities apart on τ-bench customer service:
-- A write on the wrong record (another reservation, order, line or item than the one the user meant, when the right one could be identified), an argument neither the user nor any tool output gave, a wrong tool, or a call the system rejects for its own arguments is tool_calling_precision LACKING. The same correct call repeated is not.
-- A wrong number or fact the agent derived from tool outputs (a price, refund, fee or total; which flight is cheapest; which reservation matches) is structured_data_reasoning LACKING. A value the user dictated that differs from the gold is not. A check the agent never made is not data reasoning: it is unfinished work (multi-step) or an unchecked condition (precondition). A wrong record is data reasoning as well only when the agent chose it by misreading a tool output.
-- A write without the explicit yes the policy requires, or without establishing a condition the policy names (membership, cabin, insurance, time since booking, flight status, payment method, counts), is precondition_verification LACKING. A new value the user gives for a write is not unread state.
-- Requested work left undone, a second request forgotten, or identical calls looped until the step limit while the user's problem stays open is multi_step_task_completion LACKING. It is NA when the request involves at most one operation (one booking, cancellation, passenger update or exchange of one order) or its correct outcome under the policy is a refusal or no write; judge that from the task and the policy, not from what the agent did.
-- Granting what the policy forbids, promising a procedure no tool provides (a reminder, a call back), or transferring to a human when the policy does not call for it is policy_compliance LACKING; a correct refusal followed by a transfer the user asked for is LACKING too, unless the policy itself says to transfer then. Where the gold actions break the policy and the agent follows the policy, the agent is PRESENT.
-- The gold actions are the benchmark's expected outcome, not proof: check them against the policy and the tool outputs."""
+- A write on the wrong record (another reservation, order, line or item than the one the user meant, when the \
+right one could be identified), an argument neither the user nor any tool output gave, a wrong tool, or a call the \
+system rejects for its own arguments is tool_calling_precision LACKING. The same correct call repeated is not.
+- A wrong number or fact the agent derived from tool outputs (a price, refund, fee or total; which flight is \
+cheapest; which reservation matches) is structured_data_reasoning LACKING. A value the user dictated that differs \
+from the gold is not. A check the agent never made is not data reasoning: it is unfinished work (multi-step) or an \
+unchecked condition (precondition). A wrong record is data reasoning as well only when the agent chose it by \
+misreading a tool output.
+- A write without the explicit yes the policy requires, or without establishing a condition the policy names \
+(membership, cabin, insurance, time since booking, flight status, payment method, counts), is \
+precondition_verification LACKING. A new value the user gives for a write is not unread state.
+- Requested work left undone, a second request forgotten, or identical calls looped until the step limit while the \
+user's problem stays open is multi_step_task_completion LACKING. It is NA when the request involves at most one \
+operation (one booking, cancellation, passenger update or exchange of one order) or its correct outcome under the \
+policy is a refusal or no write; judge that from the task and the policy, not from what the agent did.
+- Granting what the policy forbids, promising a procedure no tool provides (a reminder, a call back), or \
+transferring to a human when the policy does not call for it is policy_compliance LACKING; a correct refusal \
+followed by a transfer the user asked for is LACKING too, unless the policy itself says to transfer then. Where \
+the gold actions break the policy and the agent follows the policy, the agent is PRESENT.
+- The gold actions are the benchmark's expected outcome, not proof: check them against the policy and the tool \
+outputs."""
 
 CONVENTIONS = {"tau": TAU_CONVENTIONS}  # by benchmark family (catalogue.benchmark_family)
 

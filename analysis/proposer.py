@@ -21,7 +21,8 @@ from tracegym.schema import Capability, Trajectory
 
 PAIR_CHARS = 6_000  # characters of each transcript shown to the proposer
 
-PROPOSER_PROMPT = """You compare runs of an AI agent on the same tasks: for each task you see a FAILED run and a SUCCESSFUL run.
+PROPOSER_PROMPT = """You compare runs of an AI agent on the same tasks: for each task you see a FAILED run and a \
+SUCCESSFUL run.
 Propose up to 10 GENERAL capabilities whose absence explains the failures (e.g. "precondition_verification").
 Domain procedures (e.g. "flight_rebooking_procedure") are NOT capabilities. Names are snake_case;
 descriptions are 2-3 sentences; example_tasks lists task ids where the capability was lacking.

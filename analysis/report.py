@@ -122,7 +122,8 @@ def selection_table(report: CapabilityReport) -> str:
         ci = f"[{s.delta_ci[0]:+.2f},{s.delta_ci[1]:+.2f}]" if s.delta_ci else "–"
         paired = f"{s.paired_delta:+.2f}" if s.paired_delta is not None else "–"
         lines.append(
-            f"{s.capability.name:<30} {cov:>5} {delta:>6} {ci:>15} {paired:>7} {s.runs_passed:>2}/{report.params['n']:<2}  "
+            f"{s.capability.name:<30} {cov:>5} {delta:>6} {ci:>15} {paired:>7} "
+            f"{s.runs_passed:>2}/{report.params['n']:<2}  "
             f"{'yes' if s.selected else 'no'}"
         )
     sources = ", ".join(f"{k} {v}" for k, v in report.failure_sources.items())
@@ -310,7 +311,8 @@ def render_markdown(diagnosis: Diagnosis) -> str:
             "|---|---|---|---|",
         ]
         lines += [
-            f"| {step} | {judge.get(step + '_calls')} | {judge.get(step + '_retried')} | {judge.get(step + '_malformed')} |"
+            f"| {step} | {judge.get(step + '_calls')} | {judge.get(step + '_retried')} "
+            f"| {judge.get(step + '_malformed')} |"
             for step in ("labels", "attribution")
             if step + "_calls" in judge
         ]

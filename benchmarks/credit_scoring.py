@@ -68,7 +68,8 @@ def main() -> None:
     print(f"per-prefix: {single_s * 1000:8.1f} ms wall {single_cpu * 1000:8.1f} ms CPU")
     print(f"packed:     {packed_s * 1000:8.1f} ms wall {packed_cpu * 1000:8.1f} ms CPU")
     print(
-        f"speed ratio packed/per-prefix: {single_s / packed_s:.2f}x wall, {single_cpu / packed_cpu:.2f}x CPU time (goal >= 3x)"
+        f"speed ratio packed/per-prefix: {single_s / packed_s:.2f}x wall, "
+        f"{single_cpu / packed_cpu:.2f}x CPU time (goal >= 3x)"
     )
     print(f"max |ℓ_packed - ℓ_per_prefix|: {(packed - single).abs().max().item():.2e}")
 

@@ -12,16 +12,18 @@ measures how rules found on the earlier ones generalise), prints:
 - whether the selected capability set equals the one the reference labels imply, per domain and
   overall: both go through the same `selection.select` (N = K = 1), the reference counting only
   the failures it attributes to the agent, as `diagnose` does by default.
-Where labels/second_reading.json labelled some of the half's trajectories again (other readers,
-the same protocol, without the first labels), it prints κ3 between the two readings beside the
+Where labels/second_reading.json labelled some of the half's trajectories again (other readers, the
+same protocol, without the first labels), it prints κ3 between the two readings beside the
 labeller's with each: the agreement careful readers reach. With `--folds K` it also prints κ3 per
-capability on each of K folds of the items grouped by run file (one agent's runs stay in one
-fold), so that a rule fitted to one agent's habits shows as a fold far below the others. The labeller is the deterministic detectors, or the LLM judge with
-`--judge-url`. Message indices of evidence are those of the τ² Results `messages[]` (ingest keeps
-them one to one). Only aggregates are printed; `--items` lists per-trajectory disagreements and is
-refused on the test half, so that the detectors are never tuned to its items.
+capability on each of K folds of the items grouped by run file (one agent's runs stay in one fold),
+so that a rule fitted to one agent's habits shows as a fold far below the others. The labeller is
+the deterministic detectors, or the LLM judge with `--judge-url`. Message indices of evidence are
+those of the τ² Results `messages[]` (ingest keeps them one to one). Only aggregates are printed;
+`--items` lists per-trajectory disagreements and is refused on the test half, so that the detectors
+are never tuned to its items.
 
-    python benchmarks/diagnosis_agreement.py [--split tune|test] [--round N] [--folds K] [--items] [--judge-url URL [--judge-runs N] ...]
+    python benchmarks/diagnosis_agreement.py [--split tune|test] [--round N] [--folds K] [--items]
+        [--judge-url URL [--judge-runs N] ...]
 """
 
 from __future__ import annotations
@@ -239,7 +241,8 @@ def reader_agreement(items: list[Item], voted: dict[tuple[str, str], Label], nam
         )
     sources = [(i.entry["failure_source"], e["failure_source"]) for i, e in shared if not i.trajectory.success]
     lines.append(
-        f"  failure source, reference-second: {sum(a == b for a, b in sources)}/{len(sources)} agree, κ {_fmt(kappa(sources))}"
+        f"  failure source, reference-second: {sum(a == b for a, b in sources)}/{len(sources)} agree, "
+        f"κ {_fmt(kappa(sources))}"
     )
     return lines
 

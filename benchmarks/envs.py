@@ -85,7 +85,8 @@ def main() -> None:
     args = parser.parse_args()
     seconds = args.seconds or (1.0 if args.quick else 3.0)
     print(
-        f"{'family':28s} {'verified/s':>11s} {'goal':>7s} {'ratio':>7s} {'rejected':>9s} {'gen only/s':>11s} {'json rt/s':>10s}"
+        f"{'family':28s} {'verified/s':>11s} {'goal':>7s} {'ratio':>7s} {'rejected':>9s} "
+        f"{'gen only/s':>11s} {'json rt/s':>10s}"
         f"  (workers={args.workers})"
     )
     for index, family in enumerate(families()):
@@ -95,7 +96,8 @@ def main() -> None:
         round_trip, _ = measure(family, seconds / 2, 1, "json", base)
         goal = GOALS.get(family, TOOL_GOAL)
         print(
-            f"{family:28s} {full:11.1f} {goal:7.0f} {full / goal:6.2f}x {rejected:9.1%} {generate:11.1f} {round_trip:10.1f}"
+            f"{family:28s} {full:11.1f} {goal:7.0f} {full / goal:6.2f}x {rejected:9.1%} "
+            f"{generate:11.1f} {round_trip:10.1f}"
         )
     if args.degenerate_seeds:
         degenerate_table(args.degenerate_seeds)

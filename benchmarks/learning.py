@@ -197,7 +197,10 @@ def scored(
     asked = {"seeds": seeds, "sampled_rollouts": settings["sampled"], "temperature": rollout.temperature}
     differ = [key for key, value in asked.items() if kept.get(key) != value]
     if differ:
-        held = f"{len(kept['seeds'])} seeds, {kept['sampled_rollouts']} samples each at temperature {kept.get('temperature')}"
+        held = (
+            f"{len(kept['seeds'])} seeds, {kept['sampled_rollouts']} samples each "
+            f"at temperature {kept.get('temperature')}"
+        )
         raise SystemExit(
             f"{path}: holds {held}, not the {settings['heldout']} seeds, {settings['sampled']} samples at "
             f"temperature {rollout.temperature} asked for; use another --out, or delete the heldout_*.json files "
@@ -332,7 +335,8 @@ def run_family(family: str, settings: dict[str, Any], args: argparse.Namespace, 
                 continue
             runs.append(train_run(spec, settings, credit, seed, settings["lr"], out, rollout, progress=not args.quick))
             print(
-                f"  {credit} seed {seed}: train reward per step {', '.join(f'{r:.2f}' for r in runs[-1]['train_reward'])}; "
+                f"  {credit} seed {seed}: train reward per step "
+                f"{', '.join(f'{r:.2f}' for r in runs[-1]['train_reward'])}; "
                 f"held-out greedy {runs[-1]['after']['summary']['greedy_reward']['mean']:.3f}",
                 flush=True,
             )

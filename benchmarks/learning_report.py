@@ -74,7 +74,8 @@ def report(result: dict[str, Any]) -> None:
             print(f"  {metric:16s} before {base['mean']:.3f}")
             for credit in result["credits"]:
                 print(
-                    f"  {'':16s} {credit:5s} after - before {_interval(comparison['after_minus_before'][credit][metric])}"
+                    f"  {'':16s} {credit:5s} after - before "
+                    f"{_interval(comparison['after_minus_before'][credit][metric])}"
                 )
             print(f"  {'':16s} {first} - {second}        {_interval(comparison[f'{first}_minus_{second}'][metric])}")
 

@@ -99,11 +99,13 @@ def main() -> None:
         ("cut", cut, "today: by length, cut"),
     ):
         print(
-            f"{label}: {forwarded(groups)} completion tokens forward, {clocks[name].wall:.1f} s wall, {clocks[name].cpu:.1f} s CPU"
+            f"{label}: {forwarded(groups)} completion tokens forward, {clocks[name].wall:.1f} s wall, "
+            f"{clocks[name].cpu:.1f} s CPU"
         )
     print(speedup_line(clocks["whole"], clocks["cut"], goal=1))
     print(
-        f"loss {loss_whole:.6f} vs {loss_cut:.6f}; largest gradient difference {(grad_whole - grad_cut).abs().max():.2e} "
+        f"loss {loss_whole:.6f} vs {loss_cut:.6f}; "
+        f"largest gradient difference {(grad_whole - grad_cut).abs().max():.2e} "
         f"(largest gradient {grad_whole.abs().max():.2e})"
     )
 

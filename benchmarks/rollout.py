@@ -65,8 +65,9 @@ def main() -> None:
     turns = [e.turn_ids.count(k) for e in episodes for k in range(max(e.turn_ids) + 1)]
     print(
         f"{len(episodes)} episodes (one group, {sum(e.hinted for e in episodes)} hinted), {len(turns)} turns "
-        f"(four-turn episodes: {sum(max(e.turn_ids) == 3 for e in episodes)}), {sum(turns) / len(turns):.1f} sampled tokens "
-        f"a turn (longest {max(turns)}), T={params.temperature}, {torch.get_num_threads()} threads, best of {rounds} rounds"
+        f"(four-turn episodes: {sum(max(e.turn_ids) == 3 for e in episodes)}), "
+        f"{sum(turns) / len(turns):.1f} sampled tokens a turn (longest {max(turns)}), T={params.temperature}, "
+        f"{torch.get_num_threads()} threads, best of {rounds} rounds"
     )
     sampled = {"new": sum(turns), "old": old_sampled}
     for side, name in (("new", "new engine"), ("old", f"re-encoding ({BASELINE}), same contexts")):

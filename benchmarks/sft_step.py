@@ -62,7 +62,8 @@ def main() -> None:
             seconds[arm] = min(seconds[arm], metrics["seconds_per_step"])
             print(
                 f"round {round_index + 1}, {arm}: {metrics['seconds_per_step']:.1f} s a step, loss "
-                f"{metrics['first_loss']:.3f} -> {metrics['final_loss']:.3f} ({metrics['mean_tokens']:.0f} tokens a dialogue)",
+                f"{metrics['first_loss']:.3f} -> {metrics['final_loss']:.3f} "
+                f"({metrics['mean_tokens']:.0f} tokens a dialogue)",
                 flush=True,
             )
     before, now = seconds.values()

@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     band = CalibrationConfig()
     seeds = range(spec.train_seeds[0], spec.train_seeds[0] + args.probe)
     print(
-        f"{args.family} {spec.knobs}: reward on training seeds {seeds.start}..{seeds.stop - 1}, band [{band.low}, {band.high}]"
+        f"{args.family} {spec.knobs}: reward on training seeds {seeds.start}..{seeds.stop - 1}, "
+        f"band [{band.low}, {band.high}]"
     )
     print(f"{'size':>6s} {'greedy':>7s} {'sampled':>8s} {'sampled / band low':>19s} {'all-equal seeds':>16s}  verdict")
     with tempfile.TemporaryDirectory(prefix="tracegym-warm-probe-") as scratch:
@@ -79,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
             all_equal = float(np.mean([value in (0.0, 1.0) for value in scores.sampled_reward]))
             verdict = "in band" if band.low <= sampled <= band.high else ("below" if sampled < band.low else "above")
             print(
-                f"{dialogues:>3d}x{steps:<2d} {greedy:7.3f} {sampled:8.3f} {sampled / band.low:19.2f} {all_equal:16.2f}  {verdict}"
+                f"{dialogues:>3d}x{steps:<2d} {greedy:7.3f} {sampled:8.3f} {sampled / band.low:19.2f} "
+                f"{all_equal:16.2f}  {verdict}"
                 f"{', greedy solves it' if greedy >= 1.0 else ''}",
                 flush=True,
             )

@@ -1,10 +1,10 @@
 """A policy plays the target environment: batched episodes (tracegym.rollout) kept as τ² records.
 
-`play_target` rolls `model` out (moved to the accelerator where there is one) on task seeds of the target, `trials` episodes per seed, and
-returns each episode's `EpisodeRecord` (seed-major, trial numbers 0..trials-1) with the target's
-own verdict. An episode whose turn hit its token budget is cut and graded as it stands
-(`TargetEnvironment.cut`), so every episode has a verdict and a τ² record. `outcomes` condenses
-records into the per-seed lists that `tracegym.stats` summarises.
+`play_target` rolls `model` out (moved to the accelerator where there is one) on task seeds of the
+target, `trials` episodes per seed, and returns each episode's `EpisodeRecord` (seed-major, trial
+numbers 0..trials-1) with the target's own verdict. An episode whose turn hit its token budget is
+cut and graded as it stands (`TargetEnvironment.cut`), so every episode has a verdict and a τ²
+record. `outcomes` condenses records into the per-seed lists that `tracegym.stats` summarises.
 """
 
 from __future__ import annotations

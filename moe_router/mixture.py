@@ -273,7 +273,8 @@ class MixtureRouter(nn.Module):
             slots, weights = self._token_route
             if slots.shape[:2] != (batch, length):
                 raise ValueError(
-                    f"token routes of shape {tuple(slots.shape[:2])} given for a forward pass of shape {(batch, length)}"
+                    f"token routes of shape {tuple(slots.shape[:2])} given for a forward pass "
+                    f"of shape {(batch, length)}"
                 )
             return self._weighted(slots.flatten(0, 1).to(hidden.device), weights.flatten(0, 1).to(hidden))
         if self.forced_slot is not None:

@@ -55,7 +55,8 @@ def task_prompt(capabilities: Sequence[tuple[str, str]], task: str) -> list[Mess
         Message(role="system", content="You route tasks to the specialist whose capability the task needs most."),
         Message(
             role="user",
-            content=f"Task:\n{task.strip()}\n\nCapabilities:\n{choices}\n\nAnswer with the letter of one capability only.",
+            content=f"Task:\n{task.strip()}\n\nCapabilities:\n{choices}\n\n"
+            "Answer with the letter of one capability only.",
         ),
     ]
 

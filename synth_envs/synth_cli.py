@@ -78,7 +78,8 @@ def run_synth(args: argparse.Namespace) -> int:
             else "default knobs (uncalibrated)"
         )
         print(
-            f"{match.capability[:34]:34s} {match.family or 'UNMATCHED':28s} {match.method:12s} {match.score:6.3f}  {state}"
+            f"{match.capability[:34]:34s} {match.family or 'UNMATCHED':28s} {match.method:12s} "
+            f"{match.score:6.3f}  {state}"
         )
     unmatched = [m.capability for m in matches if m.family is None]
     print(

@@ -9,10 +9,10 @@ returned string is appended to the last user message) and, when the class define
 `trl_environment_class(family, **knobs)` builds such a class for a family: one method per tool,
 with the signature and type hints of the family's typed tool and a docstring describing every
 parameter (transformers requires one per parameter; undocumented ones read "the <name>"), so
-transformers derives the tool's JSON schema from it, plus `submit_answer(answer)`, because in TRL the text of the final assistant turn never reaches
-the environment; the episode's reward is the environment's reward once the answer is submitted,
-0.0 otherwise. `trl_dataset(family, seeds)` gives the matching prompt dataset (one row per seed,
-carrying the seed that `reset` reads).
+transformers derives the tool's JSON schema from it, plus `submit_answer(answer)`, because in TRL
+the text of the final assistant turn never reaches the environment; the episode's reward is the
+environment's reward once the answer is submitted, 0.0 otherwise. `trl_dataset(family, seeds)`
+gives the matching prompt dataset (one row per seed, carrying the seed that `reset` reads).
 """
 
 from __future__ import annotations

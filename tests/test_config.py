@@ -177,7 +177,8 @@ def repeated_defaults(source: str, configs: dict[str, type], module: str = "<pla
                 and not (isinstance(default, ast.Constant) and default.value is None)
             ):
                 problems.append(
-                    f"{module}:{node.lineno} {node.name}({argument.arg}=...) repeats {settings[argument.arg]}.{argument.arg}"
+                    f"{module}:{node.lineno} {node.name}({argument.arg}=...) "
+                    f"repeats {settings[argument.arg]}.{argument.arg}"
                 )
     return problems
 
@@ -196,7 +197,8 @@ def test_each_config_default_is_written_once():
 @pytest.mark.parametrize(
     "source",
     [
-        "from tracegym.synth_envs.calibration import CalibrationConfig\ndef calibrate(family, seeds=range(20), rollouts=4): ...",
+        "from tracegym.synth_envs.calibration import CalibrationConfig\n"
+        "def calibrate(family, seeds=range(20), rollouts=4): ...",
         "from tracegym.config import RolloutConfig\ndef heldout(model, temperature: float = 0.7): ...",
     ],
 )

@@ -218,7 +218,8 @@ def test_an_offer_the_user_echoes_is_the_agents_choice_and_a_write_the_system_re
                 **swap,
             )
             .say(
-                "Your order is pending, so I can modify it instead: item 100 for the silver item 200, paypal_1. Proceed?"
+                "Your order is pending, so I can modify it instead: item 100 for the silver item 200, paypal_1. "
+                "Proceed?"
             )
             .user("yes")
             .call("modify_pending_order_items", order, new_item_ids=["200"], **swap)

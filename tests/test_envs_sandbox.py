@@ -105,7 +105,8 @@ def test_the_view_from_inside() -> None:
         "own pid namespace": "assert sorted(int(p) for p in os.listdir('/proc') if p.isdigit()) == [1, os.getpid()]",
         "no network": "assert [l.split(':')[0].strip() for l in open('/proc/self/net/dev').readlines()[2:]] == ['lo']",
         "nothing else of the machine": f"assert sorted(os.listdir('/')) == {sorted(_expected_root())}",
-        "no capabilities": "assert [l for l in open('/proc/self/status') if l.startswith('CapEff')] == ['CapEff:\\t0000000000000000\\n']",
+        "no capabilities": "assert [l for l in open('/proc/self/status') if l.startswith('CapEff')] "
+        "== ['CapEff:\\t0000000000000000\\n']",
         "seccomp on": "assert any(l.split() == ['Seccomp:', '2'] for l in open('/proc/self/status'))",
         "no environment": "assert set(os.environ) <= {'PWD', 'LC_CTYPE'}",
     }

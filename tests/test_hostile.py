@@ -62,7 +62,8 @@ def _wrap(target: str, body: str) -> str:
 FORK_EXEC = (
     "import _posixsubprocess, os\n"
     "for _ in range(40):\n"
-    "    _posixsubprocess.fork_exec([b'/bin/sh', b'-c', b'sleep 1000; :', b'{marker}'], [b'/bin/sh'], True, (), None, None,\n"
+    "    _posixsubprocess.fork_exec([b'/bin/sh', b'-c', b'sleep 1000; :', b'{marker}'], [b'/bin/sh'], True, (), "
+    "None, None,\n"
     "        -1, -1, -1, -1, -1, -1, *os.pipe(), False, True, -1, None, None, None, -1, None, False)\n"
 )
 
@@ -97,7 +98,8 @@ ATTACKS = [
     Attack(
         "os.open with dir_fd outside",
         lambda m, t, p: (
-            f"import os\ntry:\n    os.open({p.escape.name!r}, os.O_CREAT | os.O_WRONLY, dir_fd=os.open({str(p.escape.parent)!r}, os.O_RDONLY))\n"
+            f"import os\ntry:\n    os.open({p.escape.name!r}, os.O_CREAT | os.O_WRONLY, "
+            f"dir_fd=os.open({str(p.escape.parent)!r}, os.O_RDONLY))\n"
             "except OSError:\n    pass\n" + m
         ),
         "read outside the task",
@@ -118,9 +120,8 @@ ATTACKS = [
     Attack(
         "loopback connection, hook notes silenced",
         lambda m, t, p: (
-            SILENCE
-            + f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {p.port}), timeout=1)\nexcept OSError:\n    pass\n"
-            + m
+            SILENCE + f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {p.port}), timeout=1)\n"
+            "except OSError:\n    pass\n" + m
         ),
         "forbidden system call",
     ),
@@ -269,7 +270,8 @@ def test_descendants_die_with_the_run_even_without_seccomp(ending: str, monkeypa
     marker = f"tracegym-marker-{uuid.uuid4().hex}"
     body = (
         "import subprocess\n\ndef test_spawn():\n"
-        f"    children = [subprocess.Popen(['/bin/sh', '-c', 'sleep 1000; :', '{marker}'], start_new_session=True) for _ in range(5)]\n"
+        f"    children = [subprocess.Popen(['/bin/sh', '-c', 'sleep 1000; :', '{marker}'], start_new_session=True) "
+        "for _ in range(5)]\n"
         "    assert all(child.poll() is None for child in children)\n" + ending
     )
     result = sandbox.run_tests({"test_spawn.py": body}, "test_spawn", sandbox.SandboxConfig(timeout_s=3, cpu_s=6))

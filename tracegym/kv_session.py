@@ -172,7 +172,8 @@ class KVSession(GenerationSession):
         layer_types = getattr(self.model.config.get_text_config(), "layer_types", None) or []
         if any(kind != "full_attention" for kind in layer_types):
             raise ValueError(
-                f"{type(self.model).__name__}: the hf backend supports full-attention layers only, got {sorted(set(layer_types))}"
+                f"{type(self.model).__name__}: the hf backend supports full-attention layers only, "
+                f"got {sorted(set(layer_types))}"
             )
         self.entries: list[_Entry | None] = []
 

@@ -45,7 +45,10 @@ def format_skipped(result: IngestResult) -> list[str]:
 
 def format_table(result: IngestResult) -> str:
     """The per-source table, then skipped records (all) and inconsistencies (the first few)."""
-    header = f"{'source':<60} {'format':<14} {'runs':>5} {'tasks':>5} {'succ':>5} {'fail':>5} {'skip':>5} {'incons':>6} {'repaired':>8}"
+    header = (
+        f"{'source':<60} {'format':<14} {'runs':>5} {'tasks':>5} {'succ':>5} {'fail':>5} {'skip':>5} "
+        f"{'incons':>6} {'repaired':>8}"
+    )
     lines = [header, "-" * len(header)]
     for s in result.sources:
         lines.append(
@@ -58,7 +61,8 @@ def format_table(result: IngestResult) -> str:
     ]
     lines.append("-" * len(header))
     lines.append(
-        f"{'total':<60} {'':<14} {totals[0]:>5} {'':>5} {totals[1]:>5} {totals[2]:>5} {totals[3]:>5} {totals[4]:>6} {totals[5]:>8}"
+        f"{'total':<60} {'':<14} {totals[0]:>5} {'':>5} {totals[1]:>5} {totals[2]:>5} {totals[3]:>5} "
+        f"{totals[4]:>6} {totals[5]:>8}"
     )
     lines.extend(format_skipped(result))
     if result.inconsistencies:

@@ -356,7 +356,8 @@ def confirmation(call: Call, conversation: Conversation) -> list[tuple[str, ...]
         return flights + ([payments] if payments else [])
     if call.name == "update_reservation_flights":
         if _downgrade(record.get("cabin"), arguments.get("cabin")) and arguments.get("payment_id") in paid_before:
-            pay = ()  # the fare difference refunded to where the reservation was paid from: nothing for the user to choose
+            # the fare difference is refunded to where the reservation was paid from: nothing for the user to choose
+            pay = ()
         kept = {str(f.get("flight_number")) for f in dicts(record.get("flights"))}
         changed = [
             (f.get("flight_number"),)
@@ -424,9 +425,9 @@ DOMAIN = Domain(
             "Always confirms the facts before offering compensation.", frozenset({"send_certificate"}), _certificate
         ),
         ActionRule(
-            "If the user complains about delayed flights in a reservation and wants to change or cancel the reservation, "
-            "the agent can offer a certificate as a gesture after confirming the facts and changing or cancelling the "
-            "reservation",
+            "If the user complains about delayed flights in a reservation and wants to change or cancel the "
+            "reservation, the agent can offer a certificate as a gesture after confirming the facts and changing or "
+            "cancelling the reservation",
             frozenset({"send_certificate"}),
             _delay_certificate,
         ),

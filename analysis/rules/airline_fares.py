@@ -8,11 +8,11 @@ read before it lists a cheaper option with seats, misread the data (structured d
 A user who set a time or stop condition may have ruled the cheaper option out, so such runs are
 left alone.
 
-A price difference is between fares: an agent message that states, on a line about a difference,
-an upgrade or an additional charge (and no sum: "$161 + $209 upgrade" adds payments up), an amount
-equal to another amount it states minus what a reservation it read was paid, where that payment is not the reservation's fare (insurance
-or bags were paid on top), computed the difference from the wrong basis (structured data
-reasoning).
+A price difference is between fares: an agent message that states, on a line about a difference, an
+upgrade or an additional charge (and no sum: "$161 + $209 upgrade" adds payments up), an amount
+equal to another amount it states minus what a reservation it read was paid, where that payment is
+not the reservation's fare (insurance or bags were paid on top), computed the difference from the
+wrong basis (structured data reasoning).
 """
 
 from __future__ import annotations

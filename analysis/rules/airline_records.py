@@ -133,7 +133,8 @@ def cancellation_refused(conversation: Conversation, record: dict, before: int) 
     if recent or cancelled or record.get("cabin") == "business" or insured:
         return None
     return (
-        f"cancel_reservation({rid}): booked {record.get('created_at')} (over 24 h before now), cabin {record.get('cabin')}, "
+        f"cancel_reservation({rid}): booked {record.get('created_at')} (over 24 h before now), "
+        f"cabin {record.get('cabin')}, "
         f"insurance {record.get('insurance')}, no airline cancellation, "
         + ("no health or weather reason given" if record.get("insurance") == "yes" else "no insurance")
     ), False

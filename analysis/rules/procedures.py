@@ -16,12 +16,14 @@ from tracegym.analysis.rules.domain import ConversationRule, Finding
 
 POLICY = "procedures not provided by the user or"  # the sentence's part all three τ² policies share
 _AGENT = re.compile(
-    r"\b(?:I(?:['’]ll| will| can| could| would| am going to)|we(?:['’]ll| will| can| could)|(?:would|do|if) you(?:['’]d)? "
+    r"\b(?:I(?:['’]ll| will| can| could| would| am going to)|we(?:['’]ll| will| can| could)|"
+    r"(?:would|do|if) you(?:['’]d)? "
     r"(?:like|want) me to|shall I|let me)\b",
     re.IGNORECASE,
 )
 _LATER = re.compile(
-    r"\b(?:remind(?:er)?s?|set (?:up )?(?:a |an )?(?:reminder|alert)|(?:notify|alert) you (?:if|when|once|as soon as|of any)|"
+    r"\b(?:remind(?:er)?s?|set (?:up )?(?:a |an )?(?:reminder|alert)|"
+    r"(?:notify|alert) you (?:if|when|once|as soon as|of any)|"
     r"follow[- ]?up|keep (?:monitoring|an eye|track)|monitor|get back to you|call you(?: back)?|text you|contact you|"
     r"reach out to you|(?:add|put|leave|place|make) (?:a |an )?(?:internal )?note|"
     r"(?:send|e-?mail) (?:you )?(?:an? )?(?:e-?mail(?:ed)? )?(?:confirmations?|receipts?|e-?mails?))\b",

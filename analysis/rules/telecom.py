@@ -48,7 +48,8 @@ DENIALS = {  # fault (telecom_state) -> an agent's statement that it is absent
         rf"\b(?:correct|right|proper) APN\b|\bAPN(?: settings)?{_IS} (?:correct|fine|ok)\b", re.IGNORECASE
     ),
     "messaging permissions missing": re.compile(
-        rf"\b(?:right|correct|necessary|required|proper)(?: app)? permissions\b|\bpermissions{_IS} (?:correct|granted|fine|"
+        r"\b(?:right|correct|necessary|required|proper)(?: app)? permissions\b|"
+        rf"\bpermissions{_IS} (?:correct|granted|fine|"
         r"in place)\b|\ball (?:\w+ )?permissions\b",
         re.IGNORECASE,
     ),

@@ -451,7 +451,8 @@ def _mix_sql(window: int) -> str:
     return (
         f"SELECT CASE WHEN day < {window} THEN 'base' ELSE 'late' END AS period, placement, audience, "
         "sum(impressions) AS impressions FROM segment_daily "
-        f"WHERE day < {window} OR day >= {late} GROUP BY GROUPING SETS ((period, placement), (period, audience), (period)) ORDER BY ALL"
+        f"WHERE day < {window} OR day >= {late} "
+        "GROUP BY GROUPING SETS ((period, placement), (period, audience), (period)) ORDER BY ALL"
     )
 
 
@@ -488,7 +489,8 @@ class CausalDiagnosis(Environment):
         return (
             "You are a marketing analyst. A campaign's metrics changed; find why. Tables: "
             "daily_campaign(day, impressions, clicks, orders, spend), segment_daily(day, placement, device, region, "
-            "audience, impressions, clicks, orders, spend), budget_log(day, daily_budget), inventory(day, in_stock_share). "
+            "audience, impressions, clicks, orders, spend), budget_log(day, daily_budget), "
+            "inventory(day, in_stock_share). "
             f"Days 0-{window - 1} are the baseline window, days {window}-{2 * window - 1} the intervention window. "
             f"Dimensions: {json.dumps(DIMENSIONS)}. Possible causes: {', '.join(CAUSES)}. "
             'Answer with JSON only: {"cause": <cause>, "slice": {<dimension>: <value>, ...}} using an empty slice '

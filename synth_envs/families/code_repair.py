@@ -67,7 +67,8 @@ TEMPLATES: tuple[_Template, ...] = (
         lambda r: (_ints(r, r.randrange(4, 9)), r.randrange(2, 4)),
     ),
     _Template(
-        "def {name}(text):\n    counts = {{}}\n    for word in text.lower().split():\n        word = word.strip('.,!?')\n"
+        "def {name}(text):\n    counts = {{}}\n    for word in text.lower().split():\n"
+        "        word = word.strip('.,!?')\n"
         "        if word:\n            counts[word] = counts.get(word, 0) + 1\n    return counts\n",
         (("text.lower().split()", "text.split()"), ("counts.get(word, 0) + 1", "counts.get(word, 1)")),
         lambda r: (
@@ -90,8 +91,9 @@ TEMPLATES: tuple[_Template, ...] = (
         lambda r: ([r.randrange(0, 5) for _ in range(r.randrange(6, 10))],),
     ),
     _Template(
-        "def {name}(items, target):\n    lo, hi = 0, len(items) - 1\n    while lo <= hi:\n        mid = (lo + hi) // 2\n"
-        "        if items[mid] == target:\n            return mid\n        if items[mid] < target:\n            lo = mid + 1\n"
+        "def {name}(items, target):\n    lo, hi = 0, len(items) - 1\n    while lo <= hi:\n"
+        "        mid = (lo + hi) // 2\n        if items[mid] == target:\n            return mid\n"
+        "        if items[mid] < target:\n            lo = mid + 1\n"
         "        else:\n            hi = mid - 1\n    return -1\n",
         (("while lo <= hi:", "while lo < hi:"), ("lo, hi = 0, len(items) - 1", "lo, hi = 0, len(items) - 2")),
         lambda r: (lambda xs: (xs, r.choice(xs[-2:] + [xs[0], 999])))(sorted(set(_ints(r, 7)))),
@@ -115,7 +117,8 @@ TEMPLATES: tuple[_Template, ...] = (
         ),
     ),
     _Template(
-        "def {name}(text):\n    out = []\n    for ch in text:\n        if out and out[-1][0] == ch:\n            out[-1][1] += 1\n"
+        "def {name}(text):\n    out = []\n    for ch in text:\n        if out and out[-1][0] == ch:\n"
+        "            out[-1][1] += 1\n"
         "        else:\n            out.append([ch, 1])\n    return [(ch, n) for ch, n in out]\n",
         (("out[-1][1] += 1", "out[-1][1] = 2"),),
         lambda r: ("".join(r.choice("aab") * r.randrange(1, 5) for _ in range(r.randrange(3, 6))),),

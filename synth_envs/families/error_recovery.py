@@ -29,7 +29,8 @@ RECOVERY_TOOLS = {"rate_limit": "wait", "session": "refresh_session"}  # error k
 
 @dataclass
 class Config:
-    """Difficulty knobs: packages to report, P(a package's lookups fail), retries per transient error, error kinds (1-4)."""
+    """Difficulty knobs: packages to report, P(a package's lookups fail), retries per transient error,
+    error kinds (1-4)."""
 
     n_packages: int = 3
     failure_rate: float = 0.6

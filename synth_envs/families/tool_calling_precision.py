@@ -167,9 +167,8 @@ class ToolCallingPrecision(Environment):
         names = " and ".join(a[1] for a in attendees)
         request = (
             f"Book the {room[1]} in the {room[2]} building on {_date_phrase(rng, year, month, day)} at "
-            f"{_time_phrase(hour, minute)} for {_duration_phrase(rng, minutes)} with {names}; {PRIORITY_WORDS[priority]}"
-            + "".join(f"; {extra}" for extra in extras)
-            + "."
+            f"{_time_phrase(hour, minute)} for {_duration_phrase(rng, minutes)} with {names}; "
+            f"{PRIORITY_WORDS[priority]}" + "".join(f"; {extra}" for extra in extras) + "."
         )
         return _World(tuple(employees), tuple(rooms), room[2], booking, request)
 
