@@ -27,8 +27,7 @@ that adapter active, any other PeftModel with its adapters disabled (the base mo
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
-from typing import ContextManager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 import torch
 from peft import PeftModel
@@ -54,7 +53,7 @@ def _active_adapter(model: PeftModel, name: str) -> Iterator[None]:
             parameter.requires_grad_(flag)
 
 
-def reference_mode(model: torch.nn.Module) -> ContextManager:
+def reference_mode(model: torch.nn.Module) -> AbstractContextManager:
     """Context in which `model` is the reference (see the module docstring)."""
     if not isinstance(model, PeftModel):
         return nullcontext()
@@ -108,7 +107,8 @@ def packed_inputs(
     _check(ids, boundaries, gold)
     if not 0 <= start < min(boundaries):
         raise ValueError(
-            f"start must lie in [0, {min(boundaries) - 1}] (each gold copy is scored from the token before its boundary), got {start}"
+            f"start must lie in [0, {min(boundaries) - 1}] (each gold copy is scored from the token before its "
+            f"boundary), got {start}"
         )
     prefix_len, copy_len, copies = max(boundaries), len(gold) - 1, len(boundaries)
     own_len = prefix_len - start

@@ -7,9 +7,10 @@ failures attributed to the agent):
     ER+  = lacking_passed / (lacking_passed + present_passed)
     Δ    = ER- − ER+
 Any ratio with an empty denominator is None (and so is Δ when either rate is). c is selected when
-Cov ≥ ρ and Δ ≥ δ in at least K of the N runs (defaults ρ 0.10, δ 0.20, N the labeller's runs and
-K 80% of N rounded up: 8 of 10 for the judge, 1 of 1 for the deterministic detectors). The 95% interval of the mean-over-runs Δ resamples tasks with
-replacement; the paired estimate compares failures with successes of the same task.
+Cov ≥ ρ and Δ ≥ δ in at least K of the N runs (defaults ρ 0.10, δ 0.20, N the labeller's runs and K
+80% of N rounded up: 8 of 10 for the judge, 1 of 1 for the deterministic detectors). The 95%
+interval of the mean-over-runs Δ resamples tasks with replacement; the paired estimate compares
+failures with successes of the same task.
 """
 
 from __future__ import annotations
@@ -75,8 +76,12 @@ def passes(cov: float | None, delta: float | None, params: SelectionConfig) -> b
 
 def _index(labels: list[Label], outcomes: dict[str, Outcome]) -> tuple[list[int], dict]:
     """Runs present and {(capability, run, trajectory_id): value} for counted trajectories."""
-    table = {(l.capability, l.run, l.trajectory_id): l.value for l in labels if l.trajectory_id in outcomes}
-    return sorted({l.run for l in labels}), table
+    table = {
+        (label.capability, label.run, label.trajectory_id): label.value
+        for label in labels
+        if label.trajectory_id in outcomes
+    }
+    return sorted({label.run for label in labels}), table
 
 
 def _per_task_counts(
@@ -163,9 +168,9 @@ def majority(labels: list[Label]) -> dict[tuple[str, str], Label]:
     order = {LabelValue.PRESENT: 0, LabelValue.NA: 1, LabelValue.LACKING: 2}
     chosen = {}
     for key, group in grouped.items():
-        votes = Counter(l.value for l in group)
+        votes = Counter(label.value for label in group)
         value = min(votes, key=lambda v: (-votes[v], order[v]))
-        chosen[key] = next(l for l in group if l.value == value)
+        chosen[key] = next(label for label in group if label.value == value)
     return chosen
 
 
@@ -183,7 +188,7 @@ def select(
     params = params.for_runs(max(len(runs), 1))
     tasks = sorted({o.task for o in outcomes.values()})
     total_failed = sum(not o.success for o in outcomes.values())
-    voted = majority([l for l in labels if l.trajectory_id in outcomes])
+    voted = majority([label for label in labels if label.trajectory_id in outcomes])
     stats: list[CapabilityStats] = []
     for capability in capabilities:
         counts, failures = _per_task_counts(capability.name, runs, table, outcomes, tasks)

@@ -120,9 +120,8 @@ def main() -> None:
     with router.recording() as decisions:
         mixture(prompts)
     counts = torch.bincount(torch.cat([d.flatten() for d in decisions]), minlength=router.num_slots)
-    print(
-        f"random gates: share of (token, layer) routes per slot {[round(c, 3) for c in (counts / counts.sum()).tolist()]}"
-    )
+    shares = [round(c, 3) for c in (counts / counts.sum()).tolist()]
+    print(f"random gates: share of (token, layer) routes per slot {shares}")
 
     def compute(kind: str) -> Callable[[], dict[str, float]]:
         def run() -> dict[str, float]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import signal
 from collections.abc import Callable, Iterable
@@ -53,7 +54,7 @@ def run_stages(run: RunDirectory, works: dict[str, StageWork], workers: int) -> 
         announce(stage, done)
         if not done and workers == 1:
             function, arguments = work
-            run.run_stage(stage, lambda folder: function(*arguments, folder))
+            run.run_stage(stage, functools.partial(function, *arguments))  # called with the stage's folder last
         elif not done:
             pending[stage] = work
     if not pending:

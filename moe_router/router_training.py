@@ -50,7 +50,7 @@ def layer_features(
         )
     generator = torch.Generator().manual_seed(seed)
     chosen: dict[int, list[int]] = defaultdict(list)
-    for slot, places in sorted(by_slot.items()):
+    for _slot, places in sorted(by_slot.items()):  # in slot order: the generator's draws follow it
         for pick in torch.randperm(len(places), generator=generator)[:tokens_per_slot].tolist():
             chosen[places[pick][0]].append(places[pick][1])
     features, labels = [], []

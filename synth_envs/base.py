@@ -185,7 +185,8 @@ class Environment(environment.Environment, ABC):
                 return self._task()
             self.rejections.append(problem)
         raise RuntimeError(
-            f"{self.name}: no acceptable episode for seed {seed} in {self.max_attempts} attempts: {self.rejections[-3:]}"
+            f"{self.name}: no acceptable episode for seed {seed} in {self.max_attempts} attempts: "
+            f"{self.rejections[-3:]}"
         )
 
     def step(self, action: str) -> StepResult:
@@ -234,8 +235,8 @@ class Environment(environment.Environment, ABC):
         """Reset to `seed` and step `actions` until the episode ends; the last step's result."""
         self.reset(seed)
         result = StepResult("", 0.0, False, False)
-        for _, result in _steps(self, actions):
-            pass
+        for _, step in _steps(self, actions):
+            result = step
         return result
 
     # -- the twin: oracle, wrong trajectories, hint --------------------------------------------

@@ -59,8 +59,7 @@ def run_show(args: argparse.Namespace) -> int:
     print(f"# {env.name}  seed {args.seed}  knobs {json.dumps(env.knobs())}")
     for message in messages:
         print(f"\n--- {message.role} ---\n{message.content}")
-    print(
-        f"\n=== oracle reward {result.reward}  breakdown {json.dumps(result.info.get('reward_breakdown', {}), default=str)}"
-    )
+    breakdown = json.dumps(result.info.get("reward_breakdown", {}), default=str)
+    print(f"\n=== oracle reward {result.reward}  breakdown {breakdown}")
     print(f"=== gold answer: {env.gold_answer(args.seed)}")
     return 0

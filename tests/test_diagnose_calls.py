@@ -85,9 +85,7 @@ def test_a_write_to_another_line_than_the_users_is_a_wrong_record_chosen_by_misr
         )  # labels/round5_brief.md
 
 
-def test_paid_bags_outside_every_memberships_allowance_are_a_misreading_and_a_wrong_count_even_with_the_profile_unread() -> (
-    None
-):
+def test_paid_bags_outside_every_allowance_are_a_misreading_and_a_wrong_count_even_with_the_profile_unread() -> None:
     def run(nonfree: int, bags: int = 1) -> Trajectory:
         return (
             Run()

@@ -25,9 +25,9 @@ def _by_trajectory(out: Path, stem: str) -> tuple[dict, dict]:
     sources = [json.loads(line) for line in (out / "failure_sources.jsonl").read_text().splitlines()]
     return (
         {
-            (l["trajectory_id"], l["capability"]): (l["value"], l["evidence"])
-            for l in labels
-            if l["trajectory_id"].startswith(stem + "/")
+            (label["trajectory_id"], label["capability"]): (label["value"], label["evidence"])
+            for label in labels
+            if label["trajectory_id"].startswith(stem + "/")
         },
         {s["trajectory_id"]: (s["source"], s["reason"]) for s in sources if s["trajectory_id"].startswith(stem + "/")},
     )

@@ -51,7 +51,7 @@ def test_a_total_stated_over_several_writes_is_checked_against_their_charges_tog
         run = (
             Run().user("Upgrade ABC123 and XYZ789 to business please.").call("get_user_details", USER, user_id="ana_1")
         )
-        for rid, charged in (("ABC123", 150), ("XYZ789", 90)):
+        for rid in ("ABC123", "XYZ789"):
             record = {**booking(rid), "payment_history": [{"payment_id": "credit_card_1", "amount": 200}]}
             run.call("get_reservation_details", record, reservation_id=rid)
         run.say("Upgrade both to business, charged to your visa 4321. Proceed?").user("yes")

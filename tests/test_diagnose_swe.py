@@ -99,7 +99,8 @@ def test_reproduction_verification_and_scope_come_from_the_commands_and_the_patc
     }
     scratch = (
         PATCH
-        + "diff --git a/reproduce.py b/reproduce.py\nnew file mode 100644\n--- /dev/null\n+++ b/reproduce.py\n@@ -0,0 +1 @@\n+x\n"
+        + "diff --git a/reproduce.py b/reproduce.py\nnew file mode 100644\n"
+        + "--- /dev/null\n+++ b/reproduce.py\n@@ -0,0 +1 @@\n+x\n"
     )
     scope = detect(
         swe(messages, patch=scratch + "diff --git a/setup.cfg b/setup.cfg\n--- a/setup.cfg\n+++ b/setup.cfg\n")
@@ -154,10 +155,11 @@ def test_two_swebench_runs_give_labels_that_are_not_the_verdict(swebench: Path) 
     diagnosis = diagnose(trajectories, [swebench])
     by_id = {t.id: t for t in trajectories}
     for name in ("fault_localisation", "issue_reproduction", "edit_scope"):
-        outcomes = {(by_id[l.trajectory_id].success, l.value) for l in diagnosis.labels if l.capability == name}
-        assert (True, L) in outcomes and (False, P) in outcomes, (
-            name
-        )  # held by resolved runs, lacked by unresolved ones
+        outcomes = {
+            (by_id[label.trajectory_id].success, label.value) for label in diagnosis.labels if label.capability == name
+        }
+        # held by resolved runs, lacked by unresolved ones
+        assert (True, L) in outcomes and (False, P) in outcomes, name
     for label in diagnosis.labels:
         trajectory = by_id[label.trajectory_id]
         for entry in label.evidence:

@@ -179,9 +179,9 @@ def test_judge_end_to_end_with_retries_votes_and_counted_malformed(server: str, 
     assert labels.retried == 3 * 2 + 3  # those retries plus one MALFORMED_ONCE retry per run
     assert diagnosis.judge["attribution"].retried == 2 + 1 and diagnosis.judge["attribution"].malformed == 1
     assert labels.calls == 13 * 3 + labels.retried
-    assert not [l for l in labels.labels if l.trajectory_id == "bad/9"]
-    assert {l.run for l in labels.labels} == {0, 1, 2}
-    assert all(l.labeller == "judge:stand-in-judge" for l in labels.labels)
+    assert not [label for label in labels.labels if label.trajectory_id == "bad/9"]
+    assert {label.run for label in labels.labels} == {0, 1, 2}
+    assert all(label.labeller == "judge:stand-in-judge" for label in labels.labels)
 
     body = next(r for r in StandIn.requests if r["response_format"]["json_schema"]["name"] == "LabelAnswer")
     assert body["model"] == "stand-in-judge"
@@ -222,8 +222,8 @@ def test_a_quote_not_in_the_cited_message_is_a_malformed_answer(server: str) -> 
         [trajectory(3, "bad", False, "MISQUOTE"), trajectory(4, "bad", False)], catalogue_for({"tau2-test"})
     )
     assert result.malformed == 1 and result.retried == 1 and "does not occur in message 2" in result.errors[0]
-    assert {l.trajectory_id for l in result.labels} == {"bad/4"}
-    assert {e.quote for l in result.labels for e in l.evidence if e.quote} == {"ERROR no such flight"}
+    assert {label.trajectory_id for label in result.labels} == {"bad/4"}
+    assert {e.quote for label in result.labels for e in label.evidence if e.quote} == {"ERROR no such flight"}
 
 
 def test_unreachable_judge_is_counted_not_raised(tmp_path: Path) -> None:
@@ -277,7 +277,7 @@ def test_cli_with_judge_and_proposer_from_ingested_jsonl(server: str, tmp_path: 
     markdown = (out / "report.md").read_text()
     assert "## LLM judge" in markdown and "stand-in-judge" in markdown and "## Proposed capabilities" in markdown
     labels = [json.loads(line) for line in (out / "labels.jsonl").read_text().splitlines()]
-    assert {LabelValue(l["value"]) for l in labels} >= {LabelValue.PRESENT, LabelValue.LACKING}
+    assert {LabelValue(label["value"]) for label in labels} >= {LabelValue.PRESENT, LabelValue.LACKING}
 
 
 def test_local_backend_judge_counts_unusable_answers(tiny) -> None:

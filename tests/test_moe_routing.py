@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 import torch
-from moe_fixtures import FAMILIES, routed_folder, tiny_adapters  # noqa: F401 (fixtures)
+from moe_fixtures import FAMILIES
 from peft import PeftModel
 
 from tracegym.cli import main
@@ -28,6 +28,8 @@ from tracegym.moe_router.folder import (
 from tracegym.moe_router.router_training import load_balance_loss, train_gates
 from tracegym.moe_router.task_router import UserTurnReader, enable_task_routing, label_token_ids, task_prompt
 from tracegym.schema import Message
+
+pytest_plugins = ("moe_fixtures",)  # the fixtures tiny_adapters and routed_folder
 
 
 def test_gates_learn_separable_labels_and_the_balance_term_spreads_the_load():

@@ -28,17 +28,18 @@ def test_each_rounds_rules_come_from_before_its_labels(bench) -> None:
     rounds = {bench.trajectory_id(e): e.get("round", 1) for e in sample}
     commits = bench.label_commits(rounds)
     assert set(range(2, 11)) <= set(commits)
+
+    def holds(commit: str, round_: int) -> bool:
+        """Whether the reference labels at `commit` hold any item of round `round_`."""
+        shown = subprocess.run(
+            ["git", "-C", str(REPO), "show", f"{commit}:{bench.REFERENCE}"], capture_output=True, text=True
+        )
+        return shown.returncode == 0 and any(
+            rounds.get(bench.trajectory_id(e)) == round_ for e in json.loads(shown.stdout)
+        )
+
     for round_ in range(2, 11):
-
-        def holds(commit: str) -> bool:
-            shown = subprocess.run(
-                ["git", "-C", str(REPO), "show", f"{commit}:{bench.REFERENCE}"], capture_output=True, text=True
-            )
-            return shown.returncode == 0 and any(
-                rounds.get(bench.trajectory_id(e)) == round_ for e in json.loads(shown.stdout)
-            )
-
-        assert holds(commits[round_]) and not holds(f"{commits[round_]}^"), round_
+        assert holds(commits[round_], round_) and not holds(f"{commits[round_]}^", round_), round_
 
 
 def test_an_old_commits_detectors_run_from_its_own_package(bench, tmp_path: Path) -> None:

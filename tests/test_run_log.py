@@ -19,7 +19,7 @@ def test_library_output_leaves_the_terminal_and_comes_back(tmp_path, capfd):
         for _ in hf_logging.tqdm(range(3), desc="Loading weights"):
             pass
         datasets.Dataset.from_dict({"x": [1, 2]}).map(lambda row: row, desc="Truncating train dataset")
-        warnings.warn("a library's deprecation notice", FutureWarning)
+        warnings.warn("a library's deprecation notice", FutureWarning, stacklevel=1)
         for _ in tqdm(range(2), desc="grpo"):
             pass
     terminal = capfd.readouterr().err

@@ -73,7 +73,7 @@ def test_k_of_n_rule(passing: int, selected: bool) -> None:
 
 def test_missing_runs_count_as_not_passing() -> None:
     outcomes = {"f1": Outcome("t1", False), "s1": Outcome("t1", True)}
-    labels = [l for l in _runs(10, 10) if l.run < 7 and l.trajectory_id in outcomes]
+    labels = [label for label in _runs(10, 10) if label.run < 7 and label.trajectory_id in outcomes]
     report = select([CAP], labels, outcomes, SelectionConfig(k=8, n=10, bootstrap=50))
     assert report.capabilities[0].runs_passed == 7 and not report.capabilities[0].selected
 

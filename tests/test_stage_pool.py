@@ -14,7 +14,6 @@ import warnings
 from pathlib import Path
 
 import pytest
-from moe_fixtures import tiny_adapters  # noqa: F401 (fixture)
 
 from tracegym.errors import UserError
 from tracegym.eval.arms import EPISODES_FILE, METRICS_FILE, Arm, evaluate_arm
@@ -23,9 +22,11 @@ from tracegym.eval.rundir import RunDirectory
 from tracegym.eval.stage_pool import run_stages
 from tracegym.eval.target import TargetConfig
 
+pytest_plugins = ("moe_fixtures",)  # the fixture tiny_adapters
+
 
 def _write(text: str, folder: Path) -> list[Path]:
-    warnings.warn(f"library chatter from stage {text}")
+    warnings.warn(f"library chatter from stage {text}", stacklevel=1)
     stages = json.loads((folder.parent / "run.json").read_text())["stages"].values()
     (folder / "running.txt").write_text(str(sum(stage["status"] == "running" for stage in stages)))
     path = folder / "out.txt"
@@ -61,7 +62,7 @@ def test_a_stage_is_marked_running_when_a_worker_takes_it(tmp_path):
     assert max(running) <= 2 and all((tmp_path / "run" / stage / "out.txt").read_text() == stage for stage in "abcd")
 
 
-def test_arms_played_at_once_equal_the_arms_played_one_after_the_other(tmp_path, tiny_adapters):  # noqa: F811
+def test_arms_played_at_once_equal_the_arms_played_one_after_the_other(tmp_path, tiny_adapters):
     target = TargetConfig(train_tasks=1, heldout_tasks=3, max_turns=16, turn_slack=0, prompt="compact")
     arms = [
         Arm("base", "model", "tiny", "", "tiny", 0, 0, 0.0),
@@ -92,7 +93,8 @@ def _sleep(pid_file: str, folder: Path) -> list[Path]:
 def test_a_killed_run_leaves_no_worker_behind(tmp_path):
     pid_file = tmp_path / "worker.pid"
     script = (
-        f"from pathlib import Path; from tracegym.eval.rundir import RunDirectory; from tracegym.eval.stage_pool import run_stages; "
+        "from pathlib import Path; from tracegym.eval.rundir import RunDirectory; "
+        "from tracegym.eval.stage_pool import run_stages; "
         f"import test_stage_pool as t; run_stages(RunDirectory(Path({str(tmp_path / 'run')!r}), {{}}), "
         f"{{'a': (t._sleep, ({str(pid_file)!r},)), 'b': (t._sleep, ({str(tmp_path / 'other.pid')!r},))}}, 2)"
     )

@@ -317,7 +317,7 @@ def test_turn_slack_limits_an_episode_to_its_oracles_turns_plus_the_slack() -> N
     assert env.turn_limit(env.task(seed)) == 4 and env.turn_limit(trip) == 15
     assert make_target(TargetConfig(max_turns=16, turn_slack=5)).turn_limit(trip) == 16  # capped at max_turns
     env.reset(seed)
-    for turn in range(3):
+    for _ in range(3):
         assert not env.step(call("calculate", expression="1+1")).ended
     result = env.step(call("calculate", expression="2+2"))
     assert result.truncated and env.record().termination_reason == "max_steps" and env.turns == 4

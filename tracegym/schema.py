@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -73,7 +73,7 @@ class Trajectory(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-class LabelValue(str, Enum):
+class LabelValue(StrEnum):
     """NA: the task does not need the capability; PRESENT: needed and shown; LACKING: needed, not shown."""
 
     PRESENT = "PRESENT"

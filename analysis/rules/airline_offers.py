@@ -156,7 +156,7 @@ def _compensation_offers(conversation: Conversation) -> Iterator[Finding]:
 
 def _unasked_compensation(conversation: Conversation) -> Iterator[Finding]:
     """Raising compensation before the user asked for any."""
-    for index, text, clause in _claims(conversation, ("compensat",), _RAISES_COMPENSATION, _STATES_A_RULE):
+    for index, _text, clause in _claims(conversation, ("compensat",), _RAISES_COMPENSATION, _STATES_A_RULE):
         if not _ASKED_FOR_COMPENSATION.search(conversation.user_text(index)):
             yield Finding("policy_compliance", index, f"offers compensation the user did not ask for: {clause!r}")
             return
@@ -165,7 +165,7 @@ def _unasked_compensation(conversation: Conversation) -> Iterator[Finding]:
 def _partial_cabin_offers(conversation: Conversation) -> Iterator[Finding]:
     """Offering to change the cabin of some flights or passengers of a reservation only, or pricing
     such a change the user asked for instead of declining it."""
-    for index, text, clause in _claims(conversation, _PARTIAL_WORDS, _PARTIAL_CABIN, _REQUIRES):
+    for index, _text, clause in _claims(conversation, _PARTIAL_WORDS, _PARTIAL_CABIN, _REQUIRES):
         yield Finding("policy_compliance", index, f"offers a cabin change for part of a reservation: {clause!r}")
         return
     for index, text in conversation.texts(
@@ -205,7 +205,7 @@ def _basic_cabin_refusals(conversation: Conversation) -> Iterator[Finding]:
 
 def _insurance_benefits(conversation: Conversation) -> Iterator[Finding]:
     """Saying travel insurance covers something other than a cancellation for health or weather."""
-    for index, text, clause in _claims(conversation, ("insurance",), _INSURANCE_BENEFIT, _STATES_A_RULE):
+    for index, _text, clause in _claims(conversation, ("insurance",), _INSURANCE_BENEFIT, _STATES_A_RULE):
         yield Finding("policy_compliance", index, f"claims an insurance benefit the policy does not give: {clause!r}")
         return
 

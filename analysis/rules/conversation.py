@@ -21,7 +21,8 @@ from tracegym.schema import Trajectory
 
 STOP_TOKENS = ("###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###")
 _AFFIRMATIVE = re.compile(
-    r"\b(yes|yeah|yep|yup|sure|okay|ok|confirm(?:ed)?|go ahead|proceed|please do|do it|that['’]?s (?:correct|right|fine)|"
+    r"\b(yes|yeah|yep|yup|sure|okay|ok|confirm(?:ed)?|go ahead|proceed|please do|do it|"
+    r"that['’]?s (?:correct|right|fine)|"
     r"correct|sounds good|i agree|approve[sd]?|let['’]?s do|"
     r"please (?:cancel|return|exchange|modify|change|book|update|add|remove|process|make|send))\b",
     re.IGNORECASE,
@@ -186,7 +187,7 @@ class Conversation:
     def after(self, actions: list[dict[str, Any]]) -> Conversation:
         """This conversation with `actions` (the gold actions before the one being checked) taken as
         done; rule modules read records through them (a gold cabin change, then a gold cancellation)."""
-        self._index  # computed once, shared by the views
+        _ = self._index  # computed once, shared by the views
         view = copy.copy(self)
         view.prior = tuple(actions)
         return view
