@@ -270,11 +270,9 @@ def argument_seen(
                 continue
             seen = conversation.seen(value, before) if anywhere else conversation.seen_in_outputs(value, before)
             if not seen:
-                where = "the conversation" if anywhere else "a tool result"
+                where = "nowhere earlier in the conversation" if anywhere else "in no earlier tool result"
                 yield Finding(
-                    capability,
-                    before,
-                    f"{name}: {argument}={value!r} appears in no earlier {where}; the policy: {quoted(policy)}",
+                    capability, before, f"{name}: {argument}={value!r} appears {where}; the policy: {quoted(policy)}"
                 )
 
     return ActionRule(policy, writes, check)
