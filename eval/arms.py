@@ -135,7 +135,8 @@ def task_routed_records(
     missing = [f"{seed} ({name})" for seed, name in zip(seeds, chosen) if seed not in played[name]]
     if missing:
         raise UserError(
-            f"{eval_root}: the task router's arm reuses its arms' held-out episodes; none for seeds {', '.join(missing)}"
+            f"{eval_root}: the task router's arm reuses its arms' held-out episodes; "
+            f"none for seeds {', '.join(missing)}"
         )
     return [played[name][seed] for seed, name in zip(seeds, chosen)], chosen
 

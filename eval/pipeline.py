@@ -330,8 +330,10 @@ def format_summary(summary: dict[str, object]) -> str:
     lines = [
         f"run directory: {summary['run_dir']}   model: {summary['model']}",
         f"selected capabilities: {', '.join(summary['selected']) or 'none'}",
-        "held-out reward on each adapter's environment before -> after GRPO, with the paired 95% interval of the change",
-        f"{'capability':28s} {'family':26s} {'episodes':15s} {'before':>7s} {'after':>7s} {'change [95% interval]':>24s}  adapter",
+        "held-out reward on each adapter's environment before -> after GRPO, "
+        "with the paired 95% interval of the change",
+        f"{'capability':28s} {'family':26s} {'episodes':15s} {'before':>7s} {'after':>7s} "
+        f"{'change [95% interval]':>24s}  adapter",
     ]
     for row in summary["adapters"]:
         scored = row["heldout"] or {"-": {"before": None, "after": None, "difference": None}}
@@ -340,14 +342,16 @@ def format_summary(summary: dict[str, object]) -> str:
             interval = f"{change['mean']:+.3f} [{change['low']:+.3f}, {change['high']:+.3f}]" if change else "-"
             lines.append(
                 f"{row['capability'][:28]:28s} {row['family'][:26]:26s} {metric.split('_')[0]:15s} "
-                f"{'-' if before is None else f'{before:.3f}':>7s} {'-' if after is None else f'{after:.3f}':>7s} {interval:>24s}  "
+                f"{'-' if before is None else f'{before:.3f}':>7s} "
+                f"{'-' if after is None else f'{after:.3f}':>7s} {interval:>24s}  "
                 f"{row['adapter'] or 'not trained (raise --max-adapters)'}"
             )
     for row in summary["adapters"]:
         if row["adapter"]:
             knobs = ", ".join(f"{name}={value}" for name, value in row["knobs"].items())
             lines.append(
-                f"{row['capability']}: trained on {row['family']} at {knobs}{' (calibrated)' if row['calibrated'] else ''}; "
+                f"{row['capability']}: trained on {row['family']} at {knobs}"
+                f"{' (calibrated)' if row['calibrated'] else ''}; "
                 f"training reward per step: {Path(row['adapter']) / CURVE_FILE}"
             )
     if "arms" in summary:
