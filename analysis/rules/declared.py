@@ -169,6 +169,7 @@ class _Reader:
         preconditions_always = top.take("preconditions_always", bool, False)
         workflow = top.take("workflow", bool, False)
         confirmation, confirmation_policy = self._confirmation(top.take("confirmation", dict, None))
+        self.details = confirmation
         rules = top.take("rules", list, [])
         top.close()
         action_rules: list[ActionRule] = []
@@ -341,7 +342,7 @@ class _Reader:
         says = table.pattern("says", flags=re.IGNORECASE)
         field = table.text("amount")
         change = table.take("change", bool, False)
-        return make.stated_amount(policy, writes, says, field, change, self.record_keys, capability)
+        return make.stated_amount(policy, writes, says, field, change, self.record_keys, capability, self.details)
 
     def _transfer_only_when(
         self, table: _Table, policy: str, capability: str

@@ -19,7 +19,7 @@ from functools import lru_cache
 from typing import Any
 
 from tracegym.analysis.detectors import canonical, render
-from tracegym.analysis.rules.conversation import Call, Conversation, negated, normal
+from tracegym.analysis.rules.conversation import Call, Conversation, mentions, negated, normal
 from tracegym.analysis.rules.domain import ActionRule, ConversationRule, Finding
 
 TESTS = ("in", "not_in", "matches", "within_days", "outside", "differs_from")
@@ -326,9 +326,10 @@ def never_say(policy: str, pattern: re.Pattern, capability: str) -> Conversation
     return ConversationRule(policy, check)
 
 
-def _stated(text: str, says: re.Pattern) -> list[float]:
-    """The amounts `text` names with the words `says`: per match, the nearest amount after it in
-    the same sentence within REACH characters, else the nearest before it."""
+def stated_amounts(text: str, says: re.Pattern) -> list[tuple[float, str]]:
+    """The amounts `text` names with the words `says`, each with its clause (the part of its
+    sentence between semicolons): per match, the nearest amount after it in the same sentence
+    within REACH characters, else the nearest before it."""
     amounts = [(m.start(), m.end(), as_number(m.group(1) or m.group(2))) for m in _AMOUNT.finditer(text)]
     found = []
     for match in says.finditer(text):
@@ -338,8 +339,14 @@ def _stated(text: str, says: re.Pattern) -> list[float]:
         before = [a for a in amounts if max(start, match.start() - REACH) <= a[1] <= match.start()]
         chosen = after[0] if after else before[-1] if before else None
         if chosen is not None and chosen[2] is not None:
-            found.append(chosen[2])
+            low = max(start, text.rfind(";", start, min(chosen[0], match.start())) + 1)
+            semicolon = text.find(";", max(chosen[1], match.end()), end)
+            found.append((chosen[2], text[low : end if semicolon < 0 else semicolon]))
     return found
+
+
+def _sentences(text: str) -> list[str]:
+    return [part for part in re.split(r"(?<=[.!?])\s+|\n", text) if part.strip()]
 
 
 def _write_amount(
@@ -359,6 +366,24 @@ def _write_amount(
     return None
 
 
+def _unwritten_records(conversation: Conversation, text: str, window: list[Call], record_keys: tuple[str, ...]) -> bool:
+    """Whether `text`, outside its negated sentences, names a record (an id under a record key the
+    `window`'s writes take) that none of those writes changed: it speaks of work proposed, refused
+    or left undone, whose amounts no write shows."""
+    keys = [k for k in record_keys if any(k in c.arguments for c in window)]
+    written = {canonical(c.arguments[k]) for c in window for k in keys if k in c.arguments}
+    ids = {obj[k] for k in keys for _, obj in conversation.records(k) if isinstance(obj.get(k), (str, int))}
+    spoken = [sentence for sentence in _sentences(text) if not negated(sentence)]
+    return any(
+        canonical(record) not in written and any(mentions(sentence, record) for sentence in spoken) for record in ids
+    )
+
+
+def _describes(text: str, details: list[tuple[Any, ...]]) -> bool:
+    """Whether `text` names every detail (any of its alternatives)."""
+    return all(any(mentions(text, alternative) for alternative in detail) for detail in details)
+
+
 def stated_amount(
     policy: str,
     writes: frozenset[str],
@@ -367,39 +392,55 @@ def stated_amount(
     change: bool,
     record_keys: tuple[str, ...],
     capability: str,
+    details: Callable[[Call, Conversation], list[tuple[Any, ...]] | None] = lambda call, conversation: None,
 ) -> ConversationRule:
     """An amount an agent message names with the words `says` is what the writes it proposes or
-    reports (those of `writes` made between the agent's previous message and its next one) amount
-    to: `field` of one write's result (with `change`: its change over the record read before the
-    write), or of all of them together. Compared to the cent."""
+    reports amount to: the writes of `writes` made between the agent's previous message and its
+    next one (its window), each worth `field` of its result (with `change`: its change over the
+    record read before the write). An amount whose clause names the records of some of those writes
+    is one of theirs or their sum; any other amount is the sum over the whole window. A message is
+    not checked where it speaks of other work than its window's writes (its figures may be right for
+    that work): where it names a record none of them changed, or leaves out a detail of one of them
+    (`details`, the domain's confirmation details: dates other than those written). Compared to the
+    cent."""
 
     def check(conversation: Conversation) -> Iterator[Finding]:
         made = [c for c in conversation.agent_calls if c.name in writes and not c.error]
         texts = conversation.texts("assistant")
         for position, (index, text) in enumerate(texts):
-            stated = _stated(text, says)
+            stated = stated_amounts(text, says)
             low = texts[position - 1][0] if position else -1
             high = texts[position + 1][0] if position + 1 < len(texts) else len(conversation.messages)
-            amounts = [
-                a
+            window = [
+                (c, a)
                 for c in made
                 if low < c.index < high
                 for a in [_write_amount(conversation, c, field, change, record_keys)]
                 if a is not None
             ]
-            if not stated or not amounts:
+            calls = [c for c, _ in window]
+            if (
+                not stated
+                or not window
+                or _unwritten_records(conversation, text, calls, record_keys)
+                or not all(_describes(text, details(c, conversation) or []) for c in calls)
+            ):
                 continue
-            supported = [*amounts, sum(amounts)]
-            wrong = [s for s in stated if not any(abs(abs(s) - abs(a)) < 0.005 for a in supported)]
-            if wrong:
-                shown = ", ".join(f"{a:,.2f}" for a in amounts)
-                yield Finding(
-                    capability,
-                    index,
-                    f"states {wrong[0]:,.2f} where the writes come to {shown}; the policy: {quoted(policy)}: "
-                    + text.strip(),
-                )
-                return
+            for amount, clause in stated:
+                own = [
+                    a
+                    for c, a in window
+                    if any(mentions(clause, c.arguments[k]) for k in record_keys if c.arguments.get(k) is not None)
+                ]
+                supported = [*own, sum(own)] if own else [sum(a for _, a in window)]
+                if not any(abs(abs(amount) - abs(s)) < 0.005 for s in supported):
+                    yield Finding(
+                        capability,
+                        index,
+                        f"states {amount:,.2f} where the writes come to {abs(supported[-1]):,.2f}; the policy: "
+                        f"{quoted(policy)}: " + text.strip(),
+                    )
+                    return
 
     return ConversationRule(policy, check)
 
