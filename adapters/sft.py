@@ -88,17 +88,21 @@ class _PromptDetachedTrainer(SFTTrainer):
 
 
 def oracle_dataset(
-    env_factories: Sequence[Callable[[], Environment]], seeds: Sequence[int], tokenizer: PreTrainedTokenizerBase
+    env_factories: Sequence[Callable[[], Environment]],
+    seeds: Sequence[int],
+    tokenizer: PreTrainedTokenizerBase,
+    require_success: bool = True,
 ) -> Dataset:
-    """One tokenised oracle dialogue per seed (checked to earn reward 1.0); seed i is played in an
-    environment from factory i mod len(env_factories), e.g. one factory per difficulty rung."""
+    """One tokenised oracle dialogue per seed, checked to end its episode and, unless
+    `require_success` is off (demonstrations with planted mistakes), to earn reward 1.0; seed i is
+    played in an environment from factory i mod len(env_factories), e.g. one per difficulty rung."""
     envs = [factory() for factory in env_factories]
     rows = []
     for index, seed in enumerate(seeds):
         env = envs[index % len(envs)]
         messages, result = play(env, seed, env.oracle(seed))
-        if result.reward != 1.0:
-            raise AssertionError(f"{env.name}: oracle earned {result.reward} on seed {seed}")
+        if not result.ended or (require_success and result.reward != 1.0):
+            raise AssertionError(f"{env.name}: oracle earned {result.reward} on seed {seed} (ended: {result.ended})")
         rows.append(dialogue_tokens(tokenizer, messages))
     return Dataset.from_list(rows)
 
@@ -110,12 +114,13 @@ def warm_start(
     seeds: Sequence[int],
     config: WarmStartConfig,
     out_dir: str | Path,
+    require_success: bool = True,
 ) -> tuple[PeftModel, dict[str, Any]]:
-    """Train a LoRA on oracle dialogues of `seeds` (spread over `env_factories` as in
+    """Train a LoRA on oracle dialogues of `seeds` (spread over `env_factories` and checked as in
     `oracle_dataset`); saves the adapter to `out_dir` and returns the PEFT model and metrics
     (first/final loss, seconds per step, dialogues, mean tokens)."""
     out_dir = Path(out_dir)
-    dataset = oracle_dataset(env_factories, list(seeds)[: config.dialogues], tokenizer)
+    dataset = oracle_dataset(env_factories, list(seeds)[: config.dialogues], tokenizer, require_success)
     scratch = tempfile.TemporaryDirectory(prefix="tracegym-sft-")
     device = "cuda" if torch.cuda.is_available() else "cpu"
     args = SFTConfig(

@@ -16,6 +16,7 @@ from typing import ClassVar
 from tracegym.adapters.config import EvalConfig, TrainConfig, WarmStartConfig
 from tracegym.config import PolicyConfig, option
 from tracegym.eval.target.config import TargetConfig
+from tracegym.eval.target.kinds import GAP_CAPABILITIES
 from tracegym.moe_router.config import RouterTrainingConfig
 from tracegym.synth_envs.registry import CAPABILITY_TABLE
 from tracegym.synth_envs.synthesise import SynthConfig
@@ -25,7 +26,9 @@ from tracegym.synth_envs.synthesise import SynthConfig
 class BaseAgentConfig(WarmStartConfig):
     """The base agent: `model` warm-started (LoRA SFT, merged) on oracle dialogues of the target's
     train split, short on purpose so it both solves and fails train tasks. Dialogues run
-    2,300-5,000 tokens (a 2,100-token system prompt), so `max_length` must hold them."""
+    2,300-5,000 tokens (a 2,100-token system prompt), so `max_length` must hold them. With `gap`
+    set, the tasks whose kind exercises that capability show its planted mistake instead of the
+    oracle (`tracegym.eval.target.planted`)."""
 
     flag_prefix: ClassVar[str] = "base_agent"
     enabled: bool = option(True, "warm-start the base agent (off: the base agent is --model as it is)")
@@ -33,6 +36,16 @@ class BaseAgentConfig(WarmStartConfig):
     steps: int = option(6, "optimizer steps")
     batch_size: int = option(2, "dialogues per step")
     max_length: int = option(6144, "dialogues are cut at this many tokens")
+    gap: str = option(
+        "",
+        "a capability to plant as a gap: the dialogues of the task kinds exercising it show its characteristic "
+        f"mistake instead of the oracle ({', '.join(GAP_CAPABILITIES)}; empty: none)",
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.gap and self.gap not in GAP_CAPABILITIES:
+            raise ValueError(f"gap must be empty or one of {', '.join(GAP_CAPABILITIES)}, got {self.gap!r}")
 
 
 @dataclass

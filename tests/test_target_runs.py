@@ -111,6 +111,7 @@ def test_diagnose_labels_the_failures_from_their_verdicts(written, tmp_path: Pat
             assert not found, (record.task.id, found)
             continue
         called = {m.tool_calls[0].name for m in record.messages if m.tool_calls}
+        calls = [c for m in record.messages for c in m.tool_calls]
         attempted = {(c.name, c.arguments.get("reservation_id")) for m in record.messages for c in m.tool_calls}
         steps = [a for a in record.task.actions if a.name in WRITES]
         never = [a for a in steps if (a.name, a.arguments.get("reservation_id")) not in attempted]
@@ -119,8 +120,12 @@ def test_diagnose_labels_the_failures_from_their_verdicts(written, tmp_path: Pat
             missed += 1
         writes = [name for name in called if name in ("cancel_reservation", "change_room_type")]
         gold_writes = [a for a in record.task.actions if a.name in ("cancel_reservation", "change_room_type")]
+        read = {c.arguments.get("reservation_id") for c in calls if c.name == "get_reservation_details"}
+        written = {c.arguments.get("reservation_id") for c in calls if c.name in WRITES}
         if writes and not gold_writes and record.task.kind != "billing_dispute":  # granted a forbidden request
-            assert "policy_compliance" in found, record.task.id
+            # knowingly (the record read first: the policy broken), or blindly (never read: its conditions unchecked)
+            expected = "policy_compliance" if written <= read else "precondition_verification"
+            assert expected in found, (record.task.id, found)
             forbidden += 1
     assert missed >= 2 and forbidden >= 4
     report = json.loads((tmp_path / "diagnosis" / "capabilities.json").read_text(encoding="utf-8"))

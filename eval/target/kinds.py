@@ -35,8 +35,9 @@ than 1.0 (checked with the wrong trajectories on every task's first reset). The 
   billing_dispute: read the completed stay, then cancel it for a refund instead of transferring.
 - tool_calling_precision (change_dates): the write's dates left in words ("July 14, 2025"); the
   tool rejects it and the agent reports the change as done.
-- multi_step_task_completion (cancel_trip): the oracle's proposal, then only the first allowed
-  reservation cancelled and reported.
+- multi_step_task_completion (cancel_trip): the oracle's look-ups, then only the first allowed
+  reservation proposed, cancelled and reported (its own refund stated: no figure is wrong, the
+  rest of the trip is left undone).
 - structured_data_reasoning: book_cheapest: not the cheapest fitting hotel but the first one the
   search lists (the next listed one when the cheapest is listed first), its price stated
   consistently (none where the guest pays with a gift card that would not cover that hotel: the
@@ -625,9 +626,13 @@ def cancel_trip(draw: Draw) -> Task:
     short = refund - allowed[-1]["total"]
     first = allowed[0]
     slips = {
-        "multi_step_task_completion": [  # the first allowed reservation only
+        "multi_step_task_completion": [  # the first allowed reservation only, proposed, cancelled and reported
             *start,
-            ask,
+            confirm(
+                f"Reservation {first['reservation_id']} ({first['hotel_name']}, {first['check_in']} to "
+                f"{first['check_out']}, {money(first['total'])}) can be cancelled; {money(first['total'])} will be "
+                "refunded. Shall I cancel it?"
+            ),
             cancels[0],
             f"Done: I cancelled {first['reservation_id']}; {money(first['total'])} will be refunded.",
         ],
