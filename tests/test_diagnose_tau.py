@@ -633,7 +633,7 @@ def test_a_transfer_is_judged_by_whether_the_policy_calls_for_it_not_by_the_user
     # a gold transfer after a refusal does not make one called for where the policy's rules are
     # checks (airline task 13, retail 12 and 26: labels/round5_brief.md); a workflow's procedure ends
     # in one; with no rules encoded (a domain the package does not know) the gold is the evidence
-    assert gold_transferred("airline") == L and gold_transferred("telecom") == P and gold_transferred("hotel") == P
+    assert gold_transferred("airline") == L and gold_transferred("telecom") == P and gold_transferred("bookshop") == P
     flown = (
         Run()
         .user("Cancel ABC123, please.")

@@ -74,7 +74,10 @@ def lacking(trajectory: Trajectory) -> dict[str, str]:
 
 def test_built_in_domains_are_registered_and_others_fall_back_to_generic() -> None:
     assert {"airline", "retail", "telecom"} <= DOMAINS.keys()
-    assert all(DOMAINS[name].origin == "built-in" for name in ("airline", "retail", "telecom"))
+    for name in ("airline", "retail", "telecom"):
+        assert DOMAINS[name].origin == "built-in"
+        assert DOMAINS[name].reads and not DOMAINS[name].reads & DOMAINS[name].writes
+        assert "transfer_to_human_agents" not in DOMAINS[name].reads | DOMAINS[name].writes
     assert domain_for(Run("airline").trajectory([], [])) is DOMAINS["airline"]
     assert domain_for(Run("no_such_domain").trajectory([], [])) is GENERIC
     with pytest.raises(DomainError, match="already registered"):

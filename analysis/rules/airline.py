@@ -394,6 +394,17 @@ WRITES = frozenset(
 DOMAIN = Domain(
     name="airline",
     writes=WRITES,
+    reads=frozenset(
+        {
+            "get_user_details",
+            "get_reservation_details",
+            "get_flight_status",
+            "list_all_airports",
+            "search_direct_flight",
+            "search_onestop_flight",
+            "calculate",
+        }
+    ),  # τ²-bench's READ tools, and calculate
     record_keys=("reservation_id", "user_id"),
     confirmation=confirmation,
     confirmation_policy=_UPDATE,

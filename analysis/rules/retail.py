@@ -169,6 +169,15 @@ def confirmation(call: Call, conversation: Conversation) -> list[tuple[Any, ...]
 DOMAIN = Domain(
     name="retail",
     writes=WRITES,
+    reads=AUTHENTICATION
+    | {
+        "get_user_details",
+        "get_order_details",
+        "get_product_details",
+        "get_item_details",
+        "list_all_product_types",
+        "calculate",
+    },  # τ²-bench's READ tools, and calculate
     record_keys=("order_id", "user_id"),
     confirmation=confirmation,
     confirmation_policy="you must list the action details and obtain explicit user confirmation (yes) to proceed",

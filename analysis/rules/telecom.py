@@ -294,6 +294,16 @@ def confirmation(call: Call, conversation: Conversation) -> list[tuple[Any, ...]
 DOMAIN = Domain(
     name="telecom",
     writes=WRITES,
+    reads=frozenset(
+        {
+            "get_customer_by_id",
+            "get_customer_by_name",
+            "get_customer_by_phone",
+            "get_details_by_id",
+            "get_bills_for_customer",
+            "get_data_usage",
+        }
+    ),  # τ²-bench's READ tools of the agent (the user's own tools are the device's)
     record_keys=("customer_id", "line_id"),
     confirmation=confirmation,
     confirmation_policy="Confirm the price",
