@@ -97,15 +97,16 @@ def latest_result(conversation: Conversation, source: str, before: int) -> Any:
     tool, _, field = source.partition(".")
     for call in reversed(conversation.agent_calls):
         if call.name == tool and not call.error and call.result_index is not None and call.result_index < before:
-            output = call.output
-            return output.get(field) if field and isinstance(output, dict) else None if field else output
+            if not field:
+                return call.output
+            return call.output.get(field) if isinstance(call.output, dict) else None
     return None
 
 
 @dataclass(frozen=True)
 class Facts:
-    """What a condition is evaluated on: one write (`name`, `arguments`, made at message `before`),
-    the record it names (None: none needed or none read) and today's date."""
+    """What a condition is evaluated on: one write's `arguments` (made at message `before`), the
+    record it names (None: none needed or none read) and today's date (None: unknown)."""
 
     conversation: Conversation
     arguments: dict[str, Any]
@@ -302,7 +303,7 @@ def _part(text: str, start: int, end: int) -> str:
     right = next((m.start() for m in _SENTENCE_END.finditer(text, end)), len(text))
     sentence = text[left:right]
     offset = start - left
-    cuts = [m for m in _CONTRAST.finditer(sentence)]
+    cuts = list(_CONTRAST.finditer(sentence))
     low = max((m.end() for m in cuts if m.end() <= offset), default=0)
     high = min((m.start() for m in cuts if m.start() >= offset + (end - start)), default=len(sentence))
     return sentence[low:high]
