@@ -63,8 +63,11 @@ def heldout_seeds(target: TargetConfig) -> list[int]:
 
 
 def split_summary(records: list[EpisodeRecord]) -> dict[str, Any]:
-    """Per-seed rewards and successes of `records` with means and 95% intervals, and the counts."""
+    """Per-seed rewards, successes and task kinds of `records` with means and 95% intervals, and the
+    counts."""
     per_seed = outcomes(records)
+    kind_of = {r.task.seed: r.task.kind for r in records}
+    per_seed["kinds"] = [kind_of[seed] for seed in per_seed["seeds"]]
     return {
         "episodes": len(records),
         "successes": sum(r.reward >= 1.0 for r in records),

@@ -17,6 +17,7 @@ from typing import Any
 
 from tracegym.adapters.artifacts import CURVE_FILE
 from tracegym.adapters.grpo import read_log
+from tracegym.eval.gap_figures import format_gap, gap_figures
 from tracegym.eval.report_plots import reward_figure, save, success_figure
 from tracegym.stats import paired_difference
 
@@ -263,9 +264,10 @@ def _arms_section(arms: dict[str, dict[str, Any]], compared: list[dict[str, Any]
 
 
 def write_report(
-    root: Path, arm_names: list[str], trained: list[str], training_logs: dict[str, Path], out_dir: Path
+    root: Path, arm_names: list[str], trained: list[str], training_logs: dict[str, Path], out_dir: Path, gap: str = ""
 ) -> list[Path]:
-    """Write comparisons.json, the plots and report.md into `out_dir`; returns their paths."""
+    """Write comparisons.json, the plots and report.md into `out_dir` (with the planted-gap figures
+    when the base agent had `gap` planted); returns their paths."""
     arms = {name: read_json(root / "eval" / name / "metrics.json") for name in arm_names}
     compared = comparisons(arms)
     (out_dir / COMPARISONS).write_text(json.dumps(compared, indent=1))
@@ -278,6 +280,8 @@ def write_report(
     lines += _diagnosis_section(read_json(root / "analysis" / "capabilities.json"), trained)
     lines += _adapters_section(root, trained)
     lines += _arms_section(arms, compared)
+    if gap:
+        lines += ["## Planted gap", "", "```", *format_gap(gap_figures(root, gap)), "```", ""]
     lines += ["## Plots", "", f"![held-out success]({SUCCESS_PLOT})", "", f"![training reward]({REWARD_PLOT})", ""]
     (out_dir / REPORT).write_text("\n".join(lines), encoding="utf-8")
     return [out_dir / REPORT, out_dir / COMPARISONS, out_dir / SUCCESS_PLOT, out_dir / REWARD_PLOT]

@@ -44,6 +44,7 @@ from tracegym.config import config_dict
 from tracegym.eval.arms import Arm, adapter_arm, evaluate_arm, heldout_seeds, split_summary
 from tracegym.eval.base_agent import MODEL_DIR, make_base_agent
 from tracegym.eval.config import RunConfig
+from tracegym.eval.gap_figures import NOGAP_ARM, format_gap, gap_figures
 from tracegym.eval.loop_report import write_report
 from tracegym.eval.play import play_target
 from tracegym.eval.run_log import announce, library_output_to, printed_to_log
@@ -74,6 +75,8 @@ def run_pipeline(out_dir: str | Path, config: RunConfig) -> dict[str, object]:
         else:
             inputs, policy = [run.root / RESULTS_FILE], str(run.root / "base_agent" / MODEL_DIR)
             stage("base_agent", lambda folder: _base_agent(folder, run.root, config))
+            if config.base_agent.gap:
+                stage("base_agent_nogap", lambda folder: _base_agent(folder, run.root, config, gap=""))
             stage("trajectories", lambda folder: _rollouts(folder, run.root, policy, config))
         stage("analysis", lambda folder: _analyse(folder, run.root, inputs))
         stage("envs", lambda folder: _synth(folder, run.root, config))
@@ -95,6 +98,8 @@ def run_pipeline(out_dir: str | Path, config: RunConfig) -> dict[str, object]:
         if not config.inputs:
             arms = _close_loop(run, config, policy, artifacts)
             summary["report"] = str(run.root / "report" / "report.md")
+            if config.base_agent.gap:
+                summary["planted_gap"] = gap_figures(run.root, config.base_agent.gap)
             summary["arms"] = {
                 arm: {
                     key: json.loads((run.root / "eval" / arm / "metrics.json").read_text())[key]
@@ -121,9 +126,11 @@ def _ingest(folder: Path, inputs: list[Path]) -> list[Path]:
     return [folder / "trajectories.jsonl", folder / "ingest_report.json"]
 
 
-def _base_agent(folder: Path, root: Path, config: RunConfig) -> list[Path]:
+def _base_agent(folder: Path, root: Path, config: RunConfig, gap: str | None = None) -> list[Path]:
+    """The base agent (with `config.base_agent.gap` planted, or with `gap` when given)."""
+    base_agent = config.base_agent if gap is None else replace(config.base_agent, gap=gap)
     with printed_to_log(root):
-        return make_base_agent(config.model, config.base_agent, config.target, folder)
+        return make_base_agent(config.model, base_agent, config.target, folder)
 
 
 def _rollouts(folder: Path, root: Path, policy: str, config: RunConfig) -> list[Path]:
@@ -215,6 +222,9 @@ def _close_loop(run: RunDirectory, config: RunConfig, policy: str, artifacts: li
     calibrated = sum(calibration_rollouts(d) for d in adapter_dirs)
     adapters_seconds = sum(seconds(f"adapters/{a.capability}") for a in artifacts)
     arms = [Arm("base", "model", policy, "", policy, 0, 0, 0.0)]
+    if config.base_agent.gap:  # the ceiling: the same warm start without the planted gap
+        nogap = str(run.root / "base_agent_nogap" / MODEL_DIR)
+        arms.append(Arm(NOGAP_ARM, "model", nogap, "", nogap, 0, 0, 0.0))
     for artifact, folder in zip(artifacts, adapter_dirs):
         arms.append(
             Arm(
@@ -260,7 +270,8 @@ def _close_loop(run: RunDirectory, config: RunConfig, policy: str, artifacts: li
                 lambda folder, arm=arm: evaluate_arm(arm, config.target, config.rollout.max_new_tokens, folder),
             )
     trained = [a.capability for a in artifacts]
-    stage("report", lambda folder: write_report(run.root, [a.name for a in arms], trained, training_logs, folder))
+    names, gap = [a.name for a in arms], config.base_agent.gap
+    stage("report", lambda folder: write_report(run.root, names, trained, training_logs, folder, gap))
     return [a.name for a in arms]
 
 
@@ -363,5 +374,7 @@ def format_summary(summary: dict[str, object]) -> str:
         for arm, m in summary["arms"].items():
             cells = [f"{m[k]['mean']:.3f} [{m[k]['low']:.3f}, {m[k]['high']:.3f}]" for k in ("success", "reward")]
             lines.append(f"{arm[:40]:40s} {cells[0]:>22s} {cells[1]:>22s} {m['rollouts']:>9d}")
+        if "planted_gap" in summary:
+            lines += ["", *format_gap(summary["planted_gap"])]
         lines.append(f"report: {summary['report']}")
     return "\n".join(lines)
