@@ -28,7 +28,8 @@ HAND_WRITTEN = {
     "--resume",
     "--config",
     "--quick",
-}  # --quick picks a preset file, like --config
+    "--domain",
+}  # --quick picks a preset file, like --config; --domain names an input (a domain's rules), like PATH
 
 
 @dataclass

@@ -140,7 +140,8 @@ class TargetEnvironment(DeskTools, Environment):
     def _reject(self) -> str | None:
         """A task whose oracle cannot finish within `max_turns` (a setting too small for it)."""
         if len(self.world.oracle) > self.config.max_turns:
-            return f"task {self.world.id} needs {len(self.world.oracle)} turns, more than max_turns {self.config.max_turns}"
+            needed = len(self.world.oracle)
+            return f"task {self.world.id} needs {needed} turns, more than max_turns {self.config.max_turns}"
         return None
 
     def turn_limit(self, task: Task) -> int:
