@@ -7,6 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_CPU := torch==2.13.0
 RUN_DIR ?= runs/demo
+PYTEST_ARGS ?=  # more pytest options for `make test` and `make test-slow`, e.g. --durations=0
 
 .PHONY: setup setup-gpu sandbox-tools demo lint test test-slow bench clean
 
@@ -44,10 +45,10 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check .
 
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-slow: setup
-	$(PY) -m pytest -q -m slow
+	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) runs build *.egg-info
