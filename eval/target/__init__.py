@@ -16,7 +16,7 @@ search_hotels, get_hotel_details, calculate; book_reservation, cancel_reservatio
 modify_reservation_dates, change_room_type; transfer_to_human_agents. Tools enforce data
 integrity only; the policy is the agent's to apply.
 
-Policy (`policy`, 24 rules with ids, carried by the system prompt): authenticate by email first
+Handbook (`handbook`, 24 rules with ids, carried by the system prompt): authenticate by email first
 (G1); serve only that guest (G2); state details and get an explicit yes before any write (G3);
 refuse naming the rule (G7); no exceptions, discounts or compensation (G8, G9); cancel only
 confirmed flexible stays checking in 2+ days ahead (C1-C4); date and room changes only for
@@ -31,7 +31,14 @@ Tasks (`tasks`, `kinds`): seven kinds, each exercising one or two capabilities o
 precondition_verification), policy_exception and billing_dispute (policy_compliance). Forbidden
 requests (in about 3 of 10 tasks) have no gold write and a rule id to communicate.
 Splits: train = seeds 0..69 (70 tasks, 10 per kind), held-out = seeds 1,000,000..1,000,041 (42
-tasks, 6 per kind), drawn from disjoint guest pools; both sizes are settings of `TargetConfig`.
+tasks, 6 per kind), drawn from disjoint guest pools; a held-out task is redrawn until its request
+(`Task.request_key`: what decides its answer) differs from every train task's of its kind, so no
+held-out task repeats a train task. Both sizes are settings of `TargetConfig`.
+
+Planted gaps (`planted`): each task carries, per capability its kind exercises, the oracle with
+that capability's characteristic mistake (`Task.slips`); the base agent can be warm-started on
+them (`BaseAgentConfig.gap`) and scripted agents play them for a model-free check of the diagnosis.
+The diagnosis reads the desk's runs with its declared rules (`domain.toml`, `diagnosis_rules`).
 
 Grading (`grading`): τ²-style `reward_info`; reward 1 when the final database equals the gold one,
 every gold action was called, every required piece of information was told to the guest, and
