@@ -90,11 +90,14 @@ def varied():
 
 
 def _fed_tokens(model) -> tuple[list[int], torch.utils.hooks.RemovableHandle]:
-    """A counter of the non-padding input tokens the model is run on (from each call's attention mask)."""
+    """A counter of the non-padding input tokens the model is run on (from each call's attention mask:
+    2-D, or 4-D where a fed token is a query that sees its own column)."""
     fed = [0]
 
     def hook(module, args, kwargs):
         ids, mask = kwargs.get("input_ids"), kwargs.get("attention_mask")
+        if mask is not None and mask.dim() == 4:
+            mask = mask[:, 0, :, -ids.shape[1] :].diagonal(dim1=-2, dim2=-1)
         fed[0] += int(mask[:, -ids.shape[1] :].sum()) if mask is not None else ids.numel()
 
     return fed, model.register_forward_pre_hook(hook, with_kwargs=True)

@@ -160,6 +160,7 @@ class HFBackend(GenerationBackend):
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
+        self.packed: Any = None  # the sessions' packed weights (tracegym.kv_session.PackedLinears)
 
     def generate(
         self, prompts: Sequence[Sequence[int]], params: SamplingConfig, seeds: Sequence[int] | None = None

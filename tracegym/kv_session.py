@@ -18,6 +18,15 @@ the padding changes no row's values. The buffers are written in place (transform
 concatenates the whole cache at every step). After the call each row's used columns are copied out
 compactly: rows are re-padded once per call, not once per token.
 
+Shared prefix. When the rows of a batch reuse caches that begin with the same tokens (an
+environment's system prompt, at least MIN_SHARED_TOKENS of them), those keys and values are held
+once, not copied into every row: the buffers hold only what follows them, and the attention
+(`shared_prefix_attention`) takes one softmax over the shared columns and the row's own.
+
+Weights. On CPU the float32 `nn.Linear` weights are prepacked for oneDNN for the session
+(`PackedLinears`), whose kernels multiply the few rows of a decode step much faster than the default
+matmul; the session keeps the packed copies (as much memory again as those weights).
+
 Caches hold the weights they were computed with: a session must not outlive an optimizer step.
 Only decoder models whose every layer attends to the full context are supported (no sliding
 window); transformers >= 5.x's `cache=` forward argument and Cache layer API are used.
@@ -25,14 +34,17 @@ window); transformers >= 5.x's `cache=` forward argument and Cache layer API are
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from transformers import PreTrainedModel
+from torch import nn
+from transformers import AttentionInterface, PreTrainedModel
 from transformers.cache_utils import Cache, DynamicLayer
 
 from tracegym.generation import Completion, GenerationSession, SamplingConfig, sampling_seed
@@ -42,6 +54,8 @@ if TYPE_CHECKING:
     from tracegym.generation import HFBackend
 
 MIN_SHARED_TOKENS = 32  # a shared prefix shorter than this costs an extra forward for little gain
+SHARED_PREFIX_ATTENTION = "tracegym_shared_prefix"  # the attention implementation's name in transformers
+PACK_ROWS = 16  # the batch size oneDNN lays packed weights out for (any number of rows works)
 
 
 @dataclass
@@ -61,14 +75,162 @@ def _common_length(a: np.ndarray, b: np.ndarray) -> int:
     return int(differ[0]) if differ.size else n
 
 
+def _onednn() -> bool:
+    """Whether oneDNN's packed linear kernels are available."""
+    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+
+
+def _pack(weight: torch.Tensor) -> torch.Tensor:
+    """A float32 CPU `weight` (out, in) laid out for `_onednn_linear`."""
+    return torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), PACK_ROWS)
+
+
+def _onednn_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x @ weight.T (+ bias), `packed` = _pack(weight)."""
+    return torch.ops.mkldnn._linear_pointwise(x.contiguous(), packed, bias, "none", [], "")
+
+
+class SharedPrefix:
+    """The cache of the tokens every row of a batch begins with (`entry`), held once, as the
+    attention reads it: each layer's keys and values per kv head, packed for oneDNN on CPU in float32."""
+
+    def __init__(self, entry: _Entry) -> None:
+        self.entry, self.length = entry, len(entry.ids)
+        self.packed: list[tuple[list[torch.Tensor], list[torch.Tensor]]] | None = None
+        if _onednn() and entry.keys.device.type == "cpu" and entry.keys.dtype == torch.float32:
+            self.packed = [
+                ([_pack(k) for k in keys], [_pack(v.t()) for v in values])
+                for keys, values in zip(entry.keys, entry.values)
+            ]
+
+    def scores(self, layer: int, queries: torch.Tensor) -> torch.Tensor:
+        """The products of `queries` (kv heads, n, dim), float32, with the layer's keys: (kv heads, n, length)."""
+        if self.packed is None:
+            return queries @ self.entry.keys[layer].float().transpose(1, 2)
+        return torch.stack([_onednn_linear(q, keys) for q, keys in zip(queries, self.packed[layer][0])])
+
+    def mix(self, layer: int, weights: torch.Tensor) -> torch.Tensor:
+        """`weights` (kv heads, n, length), float32, times the layer's values: (kv heads, n, dim)."""
+        if self.packed is None:
+            return weights @ self.entry.values[layer].float()
+        return torch.stack([_onednn_linear(w, values) for w, values in zip(weights, self.packed[layer][1])])
+
+
+def shared_prefix_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor,
+    scaling: float,
+    dropout: float = 0.0,
+    shared_prefix: SharedPrefix | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """Attention over a prefix that every row shares, then each row's own columns, in one softmax
+    (a transformers attention function, registered as SHARED_PREFIX_ATTENTION).
+
+    query (rows, heads, q, dim); key, value (rows, kv heads, columns, dim): the rows' own columns;
+    attention_mask (rows, 1, q, columns) bool, True where a query sees a column; every query sees
+    all of `shared_prefix`. Computed in float32; returns (rows, q, heads, dim) in the query's dtype,
+    and no weights."""
+    if shared_prefix is None or dropout or kwargs.get("softcap") is not None or kwargs.get("s_aux") is not None:
+        raise ValueError("shared_prefix_attention needs shared_prefix, and supports no dropout, softcap or sinks")
+    rows, heads, width, dim = query.shape
+    kv_heads, layer = key.shape[1], module.layer_idx
+    group = heads // kv_heads * width  # the queries of one kv head in one row
+    queries = query.float().reshape(rows, kv_heads, group, dim) * scaling
+    seen = attention_mask.expand(rows, heads // kv_heads, width, -1).reshape(rows, 1, group, -1)
+    own = (queries @ key.float().transpose(2, 3)).masked_fill(~seen, float("-inf"))
+    on_prefix = shared_prefix.scores(layer, queries.transpose(0, 1).reshape(kv_heads, rows * group, dim))
+    weights = torch.cat([on_prefix, own.transpose(0, 1).reshape(kv_heads, rows * group, -1)], dim=-1).softmax(-1)
+    from_prefix = shared_prefix.mix(layer, weights[..., : shared_prefix.length])
+    from_own = weights[..., shared_prefix.length :].reshape(kv_heads, rows, group, -1).transpose(0, 1) @ value.float()
+    output = from_prefix.view(kv_heads, rows, group, dim).transpose(0, 1) + from_own
+    return output.reshape(rows, heads, width, dim).transpose(1, 2).to(query.dtype).contiguous(), None
+
+
+AttentionInterface.register(SHARED_PREFIX_ATTENTION, shared_prefix_attention)
+
+
+@contextlib.contextmanager
+def _attention(model: PreTrainedModel, implementation: str | None) -> Iterator[None]:
+    """Run `model`'s attention as `implementation` inside the block (None: as it is)."""
+    if implementation is None:
+        yield
+        return
+    config = model.config
+    before = config._attn_implementation
+    config._attn_implementation = implementation
+    try:
+        yield
+    finally:
+        config._attn_implementation = before
+
+
+def _packed_linear(module: nn.Linear, packed: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    if x.dtype != torch.float32:
+        return nn.functional.linear(x, module.weight, module.bias)
+    return _onednn_linear(x, packed, module.bias)
+
+
+class PackedLinears:
+    """The float32 `nn.Linear` weights of a CPU model prepacked for oneDNN, used by those layers'
+    forward inside `with` (the same products). `update(model)` packs what is new or changed since
+    the last update (a weight replaced or modified in place), so one instance serves a backend's
+    sessions across optimizer steps. Holds nothing where oneDNN is unavailable; layers whose forward
+    is already replaced on the instance (accelerate hooks) are left alone."""
+
+    def __init__(self) -> None:
+        self.packed: dict[nn.Linear, tuple[torch.Tensor, int, torch.Tensor]] = {}  # weight, its version, packed
+        self.active: list[nn.Linear] = []
+
+    def update(self, model: nn.Module) -> PackedLinears:
+        if not _onednn():
+            return self
+        packed = {}
+        for module in model.modules():
+            weight = getattr(module, "weight", None)
+            if (
+                type(module) is nn.Linear
+                and "forward" not in vars(module)
+                and weight.device.type == "cpu"
+                and weight.dtype == torch.float32
+            ):
+                known = self.packed.get(module)
+                if known is None or known[0] is not weight or known[1] != weight._version:
+                    known = (
+                        weight,
+                        weight._version,
+                        torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_ROWS),
+                    )
+                packed[module] = known
+        self.packed = packed
+        return self
+
+    def __enter__(self) -> PackedLinears:
+        self.active = list(self.packed)
+        for module in self.active:
+            module.forward = functools.partial(_packed_linear, module, self.packed[module][2])
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for module in self.active:
+            del module.forward
+        self.active = []
+
+
 class _BufferLayer(DynamicLayer):
     """One layer's keys and values for the rows of a `_Rows` batch: buffers of `capacity` columns,
-    allocated on the first update (shapes from the model), the reused caches of `sources` copied into
-    the first `width` columns, then written in place."""
+    allocated on the first update (shapes from the model), the reused caches of `sources` after
+    their first `shared` tokens copied into the first `width` columns, then written in place."""
 
-    def __init__(self, index: int, sources: list[tuple[_Entry | None, int]], width: int, capacity: int) -> None:
+    def __init__(
+        self, index: int, sources: list[tuple[_Entry | None, int]], shared: int, width: int, capacity: int
+    ) -> None:
         super().__init__()
-        self.index, self.sources, self.width, self.capacity, self.length = index, sources, width, capacity, width
+        self.index, self.sources, self.shared = index, sources, shared
+        self.width, self.capacity, self.length = width, capacity, width
 
     def _allocate(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         rows, heads, _, key_dim = key_states.shape
@@ -76,9 +238,10 @@ class _BufferLayer(DynamicLayer):
         self.key_buffer = key_states.new_zeros(rows, heads, self.capacity, key_dim)
         self.value_buffer = value_states.new_zeros(rows, heads, self.capacity, value_states.shape[-1])
         for row, (entry, reuse) in enumerate(self.sources):
-            if reuse:
-                self.key_buffer[row, :, self.width - reuse : self.width] = entry.keys[self.index, :, :reuse]
-                self.value_buffer[row, :, self.width - reuse : self.width] = entry.values[self.index, :, :reuse]
+            if reuse > self.shared:
+                start, own = self.width - (reuse - self.shared), slice(self.shared, reuse)
+                self.key_buffer[row, :, start : self.width] = entry.keys[self.index, :, own]
+                self.value_buffer[row, :, start : self.width] = entry.values[self.index, :, own]
         self.sources = []  # let consumed entries be freed
         self.dtype, self.device, self.is_initialized = key_states.dtype, key_states.device, True
 
@@ -105,21 +268,28 @@ class _BufferLayer(DynamicLayer):
 
 class _Rows:
     """Rows decoded together (layout in the module docstring): each starts from `sources[i]` =
-    (entry, reused length) and may be fed up to `new_columns` tokens at once, then `steps` more."""
+    (entry, reused length) and may be fed up to `new_columns` tokens at once, then `steps` more.
+    `shared` holds the first reused tokens once, the same in every row (None: nothing shared)."""
 
     def __init__(
-        self, model: PreTrainedModel, sources: list[tuple[_Entry | None, int]], new_columns: int, steps: int
+        self,
+        model: PreTrainedModel,
+        sources: list[tuple[_Entry | None, int]],
+        new_columns: int,
+        steps: int,
+        shared: SharedPrefix | None = None,
     ) -> None:
-        self.model, self.device = model, model.device
-        width = max(reuse for _, reuse in sources)
+        self.model, self.device, self.shared = model, model.device, shared
+        held = shared.length if shared is not None else 0
+        width = max(reuse - held for _, reuse in sources)
         capacity = width + new_columns + steps
         self.valid = torch.zeros(len(sources), capacity, dtype=torch.bool, device=self.device)
         for row, (_, reuse) in enumerate(sources):
-            self.valid[row, width - reuse : width] = True
+            self.valid[row, width - (reuse - held) : width] = True
         self.positions = [reuse for _, reuse in sources]
         self.column = width
         layers = model.config.get_text_config().num_hidden_layers
-        self.cache = Cache(layers=[_BufferLayer(index, sources, width, capacity) for index in range(layers)])
+        self.cache = Cache(layers=[_BufferLayer(index, sources, held, width, capacity) for index in range(layers)])
 
     def feed(self, tokens: Sequence[Sequence[int]]) -> torch.Tensor:
         """Append each row's `tokens` (right-aligned in a block as wide as the longest; a row may
@@ -135,14 +305,21 @@ class _Rows:
         self.valid[:, self.column : self.column + width] = block.to(self.device)
         self.positions = [start + len(t) for start, t in zip(self.positions, tokens)]
         self.column += width
-        logits = self.model(
-            input_ids=ids.to(self.device),
-            attention_mask=self.valid[:, : self.column],
-            position_ids=positions.to(self.device),
-            cache=self.cache,
-            use_cache=True,
-            logits_to_keep=1,
-        ).logits
+        mask, extra = self.valid[:, : self.column], {}
+        if self.shared is not None:  # a 4-D mask goes to the attention as it is: causal within the block
+            columns = torch.arange(self.column, device=self.device)
+            causal = columns <= columns[self.column - width :, None]
+            mask, extra = mask[:, None, None, :] & causal, {"shared_prefix": self.shared}
+        with _attention(self.model, SHARED_PREFIX_ATTENTION if self.shared is not None else None):
+            logits = self.model(
+                input_ids=ids.to(self.device),
+                attention_mask=mask,
+                position_ids=positions.to(self.device),
+                cache=self.cache,
+                use_cache=True,
+                logits_to_keep=1,
+                **extra,
+            ).logits
         return logits[:, -1].float()
 
     def keep(self, rows: Sequence[int]) -> None:
@@ -155,11 +332,15 @@ class _Rows:
     def entry(self, row: int, ids: Sequence[int]) -> _Entry:
         """Row `row`'s cache, compacted, as the remembered cache of `ids` (the tokens it was fed)."""
         columns = self.valid[row, : self.column].nonzero()[:, 0]
-        if len(columns) != len(ids):
-            raise RuntimeError(f"row {row} holds {len(columns)} cached tokens, expected {len(ids)}")
+        held = self.shared.length if self.shared is not None else 0
+        if held + len(columns) != len(ids):
+            raise RuntimeError(f"row {row} holds {held + len(columns)} cached tokens, expected {len(ids)}")
         layers = self.cache.layers
         keys = torch.stack([layer.key_buffer[row][:, columns] for layer in layers])
         values = torch.stack([layer.value_buffer[row][:, columns] for layer in layers])
+        if self.shared is not None:
+            shared = self.shared.entry
+            keys, values = torch.cat([shared.keys, keys], dim=2), torch.cat([shared.values, values], dim=2)
         return _Entry(np.asarray(ids, dtype=np.int64), keys, values)
 
 
@@ -176,9 +357,13 @@ class KVSession(GenerationSession):
                 f"got {sorted(set(layer_types))}"
             )
         self.entries: list[_Entry | None] = []
+        self.hold_shared = getattr(self.model, "_supports_attention_backend", False)  # attention is pluggable
+        self.held: SharedPrefix | None = None  # the last batch's shared prefix
+        backend.packed = backend.packed or PackedLinears()  # kept by the backend across its sessions
+        self.packed: PackedLinears = backend.packed
 
     def close(self) -> None:
-        self.entries = []
+        self.entries, self.held = [], None
 
     @torch.no_grad()
     def generate(
@@ -192,20 +377,28 @@ class KVSession(GenerationSession):
         if not all(prompts):
             raise ValueError("cannot generate from an empty prompt")
         seeds = self._row_seeds(len(prompts), params, seeds)
+        with self.packed.update(self.model):
+            return self._generate(prompts, params, seeds)
+
+    def _generate(self, prompts: list[list[int]], params: SamplingConfig, seeds: list[int]) -> list[Completion]:
         self._share(prompts)
         plan = [self._reuse(prompt) for prompt in prompts]
         uses = Counter(index for index, _ in plan if index is not None)
         self.entries = [entry if uses[i] else None for i, entry in enumerate(self.entries)]
         order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+        first = np.asarray(prompts[0], dtype=np.int64)
+        common = min(_common_length(first, np.asarray(prompt, dtype=np.int64)) for prompt in prompts)
         completions: list[Completion | None] = [None] * len(prompts)
         entries: list[_Entry | None] = [None] * len(prompts)
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
+            sources = [(self.entries[plan[i][0]] if plan[i][0] is not None else None, plan[i][1]) for i in chunk]
             rows = _Rows(
                 self.model,
-                [(self.entries[plan[i][0]] if plan[i][0] is not None else None, plan[i][1]) for i in chunk],
+                sources,
                 max(len(prompts[i]) - plan[i][1] for i in chunk),
                 params.max_new_tokens,
+                self._held_once(sources, common),
             )
             logits = rows.feed([prompts[i][plan[i][1] :] for i in chunk])
             for i in chunk:  # the buffers now hold what these rows reused
@@ -241,6 +434,21 @@ class KVSession(GenerationSession):
                 best, reuse = index, length
         return best, reuse
 
+    def _held_once(self, sources: list[tuple[_Entry | None, int]], common: int) -> SharedPrefix | None:
+        """The cache of the first tokens of a batch that every row reuses, at most the `common` ones
+        every prompt of the call begins with, to hold once (the previous batch's when it holds the
+        same tokens); None when there are fewer than MIN_SHARED_TOKENS."""
+        if not self.hold_shared or any(entry is None for entry, _ in sources):
+            return None
+        length = min([common] + [reuse for _, reuse in sources])
+        if length < MIN_SHARED_TOKENS:
+            return None
+        entry = sources[0][0]
+        if self.held is None or not np.array_equal(self.held.entry.ids, entry.ids[:length]):
+            keys, values = entry.keys[:, :, :length].contiguous(), entry.values[:, :, :length].contiguous()
+            self.held = SharedPrefix(_Entry(entry.ids[:length], keys, values))
+        return self.held
+
     def _share(self, prompts: list[list[int]]) -> None:
         """Remember the prefix all distinct prompts share, and every prompt several rows share."""
         counts = Counter(tuple(prompt) for prompt in prompts)
@@ -262,9 +470,10 @@ class KVSession(GenerationSession):
         self, rows: _Rows, logits: torch.Tensor, prompts: list[list[int]], params: SamplingConfig, seeds: list[int]
     ) -> tuple[list[Completion], list[_Entry]]:
         """Sample up to max_new_tokens per row from `logits` onwards; returns the completions and the
-        rows' caches to remember. Finished rows leave the batch once they are half of it (their
-        caches are final: a row's last token is never fed), so a few long turns do not keep paying
-        for the attention of every row."""
+        rows' caches to remember. Finished rows leave the batch (their caches are final: a row's
+        last token is never fed), so a few long turns do not keep paying for the attention of every
+        row: at once where the batch holds a shared prefix (its buffers hold only the rows' own
+        columns, cheap to re-index), else once they are half of it."""
         sample = RowSampler(params, seeds, rows.device)
         eos = self.tokenizer.eos_token_id
         sampled: list[list[int]] = [[] for _ in prompts]
@@ -286,7 +495,7 @@ class KVSession(GenerationSession):
             live = [slot for slot, row in enumerate(active) if finish[row] is None]
             if not live:
                 break
-            if 2 * len(live) <= len(active):
+            if len(live) < len(active) and (rows.shared is not None or 2 * len(live) <= len(active)):
                 for slot, row in enumerate(active):
                     if finish[row] is not None:
                         entries[row] = rows.entry(slot, prompts[row] + sampled[row][:-1])
