@@ -2,15 +2,21 @@
 
 Both play the same held-out tasks of the target (the hotel desk as configs/default.toml sizes it for
 the loop: its [target] table, compact prompt and turn limits; its [rollout] turn budget, i.e. fitted
-to the target as the loop's eval does) greedily with the embedded model, through
-`tracegym.eval.play.play_target`, each in a child process: the working tree's package, and BASE's
-rebuilt from git into a temporary folder (`prequential_agreement.build_package`). Rounds alternate
-the two; the best of each side's rounds is kept (wall-clock and process CPU time of the episodes,
-model loading excluded). Prints episodes per second of each, their RATIO, and whether both played
-the same greedy episodes (transcript and reward of every task; a speedup that changes them is
-suspect, and a task whose guest message differs means the target itself changed between the two).
+to the target as the loop's eval does) greedily (or sampled with a fixed seed: --temperature) with
+the embedded model, through `tracegym.eval.play.play_target`, each in a child process: the working
+tree's package, and BASE's rebuilt from git into a temporary folder
+(`prequential_agreement.build_package`). Rounds alternate the two; the best of each side's rounds
+is kept (wall-clock and process CPU time of the episodes, model loading excluded). Prints episodes
+per second of each, their RATIO, and whether both played the same episodes (transcript and reward
+of every task; a speedup that changes them is suspect, and a task whose guest message differs
+means the target itself changed between the two).
 
-    python benchmarks/target_episodes.py BASE [--tasks 7] [--rounds 2] [--threads N]
+Threads: 1 torch thread per child by default, as the loop plays its held-out arms (eval_workers
+processes, each with an equal share of the cores: 1 with configs/default.toml on 2 cores). On a
+2-core machine that other jobs share, 2 threads measure the OS scheduler more than the code: each
+parallel region waits for the other thread's time slice.
+
+    python benchmarks/target_episodes.py BASE [--tasks 7] [--rounds 2] [--threads 1] [--temperature 0]
 
 Time: about 1 min per round and side at BASE 93ed3c9 (7 tasks, 1 thread, a shared 2-core machine).
 """
@@ -39,14 +45,13 @@ from tracegym.eval.target import TargetConfig
 from tracegym.eval.target.config import HELDOUT_BASE
 from tracegym.generation import SamplingConfig
 from tracegym.models import load_model
-config_file, tasks, threads = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-if threads:
-    torch.set_num_threads(threads)
+config_file, tasks, threads, temperature = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+torch.set_num_threads(threads)
 settings = read_config_file(config_file)
 target = build_config(TargetConfig, settings.get("target", {}), str(config_file), ("target",))
 rollout = build_config(RolloutConfig, settings.get("rollout", {}), str(config_file), ("rollout",))
 model, tokenizer = load_model()
-params = SamplingConfig(max_new_tokens=rollout.max_new_tokens, temperature=0.0, seed=0)
+params = SamplingConfig(max_new_tokens=rollout.max_new_tokens, temperature=temperature, seed=0)
 seeds = list(range(HELDOUT_BASE, HELDOUT_BASE + tasks))
 wall, cpu = time.perf_counter(), time.process_time()
 records = play_target(model, tokenizer, target, seeds, 1, params, progress=False)
@@ -58,12 +63,12 @@ print(json.dumps({"package": tracegym.__file__, "threads": torch.get_num_threads
 """
 
 
-def play(site: Path | None, tasks: int, threads: int) -> dict[str, Any]:
+def play(site: Path | None, tasks: int, threads: int, temperature: float) -> dict[str, Any]:
     """One child's episodes and timing: {"wall", "cpu" (seconds), "threads", "package", "episodes"};
     `site` None plays the working tree's package."""
     env = dict(os.environ, PYTHONPATH=str(site)) if site else dict(os.environ)
     done = subprocess.run(
-        [sys.executable, "-c", WORKER, str(CONFIG), str(tasks), str(threads)],
+        [sys.executable, "-c", WORKER, str(CONFIG), str(tasks), str(threads), str(temperature)],
         capture_output=True,
         text=True,
         env=env,
@@ -106,7 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("base", help="the commit whose code is the baseline")
     parser.add_argument("--tasks", type=int, default=7, help="held-out tasks, one episode each (default 7)")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds; best of each side kept (default 2)")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads in each child (default: torch's choice)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads in each child (default 1)")
+    parser.add_argument(
+        "--temperature", type=float, default=0.0, help="0: greedy (default); else sampled with seed 0 on both sides"
+    )
     args = parser.parse_args(argv)
     try:
         base = git("rev-parse", "--verify", f"{args.base}^{{commit}}").strip()
@@ -117,15 +125,16 @@ def main(argv: list[str] | None = None) -> int:
         site = build_package(base, Path(scratch))
         for _ in range(args.rounds):
             for side, folder in (("base", site), ("tree", None)):
-                runs[side].append(play(folder, args.tasks, args.threads))
+                runs[side].append(play(folder, args.tasks, args.threads, args.temperature))
                 print(f"  {side}: {runs[side][-1]['wall']:.1f} s wall", file=sys.stderr, flush=True)
     best = {
         side: {**results[0], "wall": min(r["wall"] for r in results), "cpu": min(r["cpu"] for r in results)}
         for side, results in runs.items()
     }
     episodes = len(best["tree"]["episodes"])
+    decoding = "greedy" if args.temperature == 0 else f"sampled at temperature {args.temperature:g}, seed 0"
     print(
-        f"{episodes} held-out target tasks ({CONFIG.relative_to(REPO)}: [target], [rollout] turn budget), greedy, "
+        f"{episodes} held-out target tasks ({CONFIG.relative_to(REPO)}: [target], [rollout] turn budget), {decoding}, "
         f"embedded model, {best['tree']['threads']} torch threads, best of {args.rounds} alternating rounds"
     )
     for side, name in (("base", f"base {base[:10]}"), ("tree", "working tree")):
@@ -138,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         f"RATIO working tree / base: {best['base']['wall'] / best['tree']['wall']:.2f}x episodes/s "
         f"(CPU time: {best['base']['cpu'] / best['tree']['cpu']:.2f}x)"
     )
-    print(f"greedy episodes: {differences(best['base']['episodes'], best['tree']['episodes'])}")
+    print(f"{decoding.split(' ')[0]} episodes: {differences(best['base']['episodes'], best['tree']['episodes'])}")
     return 0
 
 
