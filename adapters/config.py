@@ -119,8 +119,15 @@ class WarmStartConfig:
         "loses only the path through the prompt's keys and values; needs gradient_checkpointing off",
     )
     seed: int = option(0, "data order and LoRA init seed")
+    save_every: int = option(
+        0,
+        "optimizer steps between resumable checkpoints in the output folder's checkpoints/ (the latest kept; "
+        "an interrupted warm start resumes from it); 0: none",
+    )
 
     def __post_init__(self) -> None:
+        if self.save_every < 0:
+            raise ValueError(f"save_every must be at least 0, got {self.save_every}")
         if self.detach_prompt and self.gradient_checkpointing:
             raise ValueError(
                 "detach_prompt needs gradient_checkpointing off (a checkpointed layer drops the prompt's cache)"

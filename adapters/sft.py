@@ -30,6 +30,7 @@ import torch
 from datasets import Dataset
 from peft import PeftModel
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig, SFTTrainer
 
 from tracegym.adapters.config import WarmStartConfig
@@ -38,6 +39,8 @@ from tracegym.generation import render_chat
 from tracegym.precision import use_bf16
 from tracegym.schema import Message
 from tracegym.synth_envs.base import Environment, play
+
+CHECKPOINTS = "checkpoints"  # the warm start's resumable checkpoints, under its output folder
 
 logger = logging.getLogger(__name__)
 
@@ -118,13 +121,17 @@ def warm_start(
 ) -> tuple[PeftModel, dict[str, Any]]:
     """Train a LoRA on oracle dialogues of `seeds` (spread over `env_factories` and checked as in
     `oracle_dataset`); saves the adapter to `out_dir` and returns the PEFT model and metrics
-    (first/final loss, seconds per step, dialogues, mean tokens)."""
+    (first/final loss, seconds per step, dialogues, mean tokens, the step it resumed from). With
+    `config.save_every`, a checkpoint in `out_dir/checkpoints` every that many steps, from which a
+    rerun resumes."""
     out_dir = Path(out_dir)
     dataset = oracle_dataset(env_factories, list(seeds)[: config.dialogues], tokenizer, require_success)
     scratch = tempfile.TemporaryDirectory(prefix="tracegym-sft-")
+    checkpoints = out_dir / CHECKPOINTS if config.save_every else Path(scratch.name)
+    last = get_last_checkpoint(str(checkpoints)) if config.save_every and checkpoints.is_dir() else None
     device = "cuda" if torch.cuda.is_available() else "cpu"
     args = SFTConfig(
-        output_dir=scratch.name,
+        output_dir=str(checkpoints),
         max_steps=config.steps,
         per_device_train_batch_size=config.batch_size,
         learning_rate=config.learning_rate,
@@ -132,7 +139,9 @@ def warm_start(
         warmup_steps=0,
         max_length=config.max_length,
         logging_steps=1,
-        save_strategy="no",
+        save_strategy="steps" if config.save_every else "no",
+        save_steps=config.save_every or 500,
+        save_total_limit=1,
         report_to="none",
         bf16=use_bf16(config.bf16, device),
         use_cpu=device == "cpu",  # transformers refuses bf16 on CPU without it
@@ -152,7 +161,7 @@ def warm_start(
     )
     started = time.perf_counter()
     with scratch:
-        trainer.train()
+        trainer.train(resume_from_checkpoint=last)
     elapsed = time.perf_counter() - started
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     peft_model: PeftModel = trainer.model
@@ -166,6 +175,7 @@ def warm_start(
         "first_loss": losses[0] if losses else None,
         "final_loss": losses[-1] if losses else None,
         "seconds_per_step": elapsed / max(config.steps, 1),
+        "resumed_from_step": int(Path(last).name.split("-")[-1]) if last else 0,
     }
     first, final = (
         f"{loss:.3f}" if loss is not None else "not logged" for loss in (metrics["first_loss"], metrics["final_loss"])

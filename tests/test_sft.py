@@ -88,3 +88,18 @@ def test_a_detached_prompt_keeps_the_loss_and_still_learns(tmp_path):
 def test_a_detached_prompt_refuses_gradient_checkpointing():
     with pytest.raises(ValueError, match="gradient_checkpointing"):
         WarmStartConfig(detach_prompt=True, gradient_checkpointing=True)
+
+
+def test_an_interrupted_warm_start_resumes_from_its_checkpoint(tmp_path):
+    """With save_every, a rerun continues from the latest checkpoint: the same adapter as one
+    uninterrupted run, and only the steps left are trained."""
+    config = WarmStartConfig(dialogues=8, steps=4, batch_size=2, learning_rate=1e-2, lora_rank=4, save_every=2)
+    whole, _ = warm_start(*tiny_model(), [LookupEnv], range(100, 108), config, tmp_path / "whole")
+    first = WarmStartConfig(**{**config.__dict__, "steps": 2})
+    warm_start(*tiny_model(), [LookupEnv], range(100, 108), first, tmp_path / "split")
+    assert (tmp_path / "split" / "checkpoints" / "checkpoint-2").is_dir()
+    resumed, metrics = warm_start(*tiny_model(), [LookupEnv], range(100, 108), config, tmp_path / "split")
+    assert metrics["resumed_from_step"] == 2
+    for (name, a), (_, b) in zip(whole.named_parameters(), resumed.named_parameters()):
+        if "lora_" in name:
+            assert torch.allclose(a.detach().cpu(), b.detach().cpu(), atol=1e-5), name
