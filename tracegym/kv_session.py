@@ -365,7 +365,7 @@ class KVSession(GenerationSession):
     def close(self) -> None:
         self.entries, self.held = [], None
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def generate(
         self, prompts: Sequence[Sequence[int]], params: SamplingConfig, seeds: Sequence[int] | None = None
     ) -> list[Completion]:
