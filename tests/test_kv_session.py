@@ -85,20 +85,24 @@ def test_later_turns_reuse_the_held_prefix_and_match_a_fresh_session(varied):
     model, tokenizer = varied
     prompts = _prompts(tokenizer, ["alpha", "beta", "gamma", "delta"])
     params = SamplingConfig(max_new_tokens=6, temperature=0.0)
+    more = tokenizer(" and then?", add_special_tokens=False)["input_ids"]
     with HFBackend(model, tokenizer, batch_size=3).session() as session:
         first = session.generate(prompts, params)
         held = session.held
-        follow = [
-            p + c.token_ids + tokenizer(" and then?", add_special_tokens=False)["input_ids"]
-            for p, c in zip(prompts, first)
-        ]
+        follow = [p + c.token_ids + more for p, c in zip(prompts, first)]
         second = session.generate(follow, params)
         assert held is not None and session.held is held  # the same prefix, not copied and packed again
-    fresh = [HFBackend(model, tokenizer).generate([p], params)[0] for p in follow]
-    assert [c.token_ids for c in second] == [c.token_ids for c in fresh]
-    assert all(
-        torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4) for a, b in zip(second, fresh)
-    )
+        # with a prompt that shares nothing, nothing is held: the caches are read through their prefix
+        other = render_chat(tokenizer, [{"role": "user", "content": "an unrelated question"}])
+        last = [p + c.token_ids + more for p, c in zip(follow, second)] + [other]
+        third = session.generate(last, params)
+    for prompts, completions in ((follow, second), (last, third)):
+        fresh = [HFBackend(model, tokenizer).generate([p], params)[0] for p in prompts]
+        assert [c.token_ids for c in completions] == [c.token_ids for c in fresh]
+        assert all(
+            torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
+            for a, b in zip(completions, fresh)
+        )
 
 
 @pytest.mark.skipif(not _onednn(), reason="oneDNN's packed linear kernels are unavailable")

@@ -60,12 +60,27 @@ PACK_ROWS = 16  # the batch size oneDNN lays packed weights out for (any number 
 
 @dataclass
 class _Entry:
-    """A remembered cache: `keys` (layers, kv heads, len(ids), key dim) and `values` (layers, kv
-    heads, len(ids), value dim) of the tokens `ids`."""
+    """A remembered cache of the tokens `ids`: `keys` (layers, kv heads, columns, key dim) and
+    `values` (layers, kv heads, columns, value dim) of ids[start:], the first `start` tokens' being
+    those of `prefix`, held once for the rows of a batch (start 0 without one)."""
 
     ids: np.ndarray
     keys: torch.Tensor
     values: torch.Tensor
+    prefix: SharedPrefix | None = None
+
+    @property
+    def start(self) -> int:
+        return self.prefix.length if self.prefix is not None else 0
+
+    def columns(self, layer: int, start: int, end: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """One layer's keys and values of the tokens start..end-1, each (kv heads, end - start, dim)."""
+        own = slice(max(start - self.start, 0), max(end - self.start, 0))
+        keys, values = self.keys[layer, :, own], self.values[layer, :, own]
+        if self.prefix is not None and start < self.start:
+            held_keys, held_values = self.prefix.entry.columns(layer, start, min(end, self.start))
+            keys, values = torch.cat([held_keys, keys], dim=1), torch.cat([held_values, values], dim=1)
+        return keys, values
 
 
 def _common_length(a: np.ndarray, b: np.ndarray) -> int:
@@ -239,9 +254,9 @@ class _BufferLayer(DynamicLayer):
         self.value_buffer = value_states.new_zeros(rows, heads, self.capacity, value_states.shape[-1])
         for row, (entry, reuse) in enumerate(self.sources):
             if reuse > self.shared:
-                start, own = self.width - (reuse - self.shared), slice(self.shared, reuse)
-                self.key_buffer[row, :, start : self.width] = entry.keys[self.index, :, own]
-                self.value_buffer[row, :, start : self.width] = entry.values[self.index, :, own]
+                keys, values = entry.columns(self.index, self.shared, reuse)
+                self.key_buffer[row, :, self.width - (reuse - self.shared) : self.width] = keys
+                self.value_buffer[row, :, self.width - (reuse - self.shared) : self.width] = values
         self.sources = []  # let consumed entries be freed
         self.dtype, self.device, self.is_initialized = key_states.dtype, key_states.device, True
 
@@ -330,7 +345,8 @@ class _Rows:
         self.valid, self.positions = self.valid[index], [self.positions[row] for row in rows]
 
     def entry(self, row: int, ids: Sequence[int]) -> _Entry:
-        """Row `row`'s cache, compacted, as the remembered cache of `ids` (the tokens it was fed)."""
+        """Row `row`'s cache, compacted, as the remembered cache of `ids` (the tokens it was fed;
+        the batch's shared prefix stays held once)."""
         columns = self.valid[row, : self.column].nonzero()[:, 0]
         held = self.shared.length if self.shared is not None else 0
         if held + len(columns) != len(ids):
@@ -338,10 +354,7 @@ class _Rows:
         layers = self.cache.layers
         keys = torch.stack([layer.key_buffer[row][:, columns] for layer in layers])
         values = torch.stack([layer.value_buffer[row][:, columns] for layer in layers])
-        if self.shared is not None:
-            shared = self.shared.entry
-            keys, values = torch.cat([shared.keys, keys], dim=2), torch.cat([shared.values, values], dim=2)
-        return _Entry(np.asarray(ids, dtype=np.int64), keys, values)
+        return _Entry(np.asarray(ids, dtype=np.int64), keys, values, self.shared)
 
 
 class KVSession(GenerationSession):
@@ -437,15 +450,21 @@ class KVSession(GenerationSession):
     def _held_once(self, sources: list[tuple[_Entry | None, int]], common: int) -> SharedPrefix | None:
         """The cache of the first tokens of a batch that every row reuses, at most the `common` ones
         every prompt of the call begins with, to hold once (the previous batch's when it holds the
-        same tokens); None when there are fewer than MIN_SHARED_TOKENS."""
+        same tokens, or the one the reused caches refer to); None when there are fewer than
+        MIN_SHARED_TOKENS."""
         if not self.hold_shared or any(entry is None for entry, _ in sources):
             return None
         length = min([common] + [reuse for _, reuse in sources])
         if length < MIN_SHARED_TOKENS:
             return None
         entry = sources[0][0]
-        if self.held is None or not np.array_equal(self.held.entry.ids, entry.ids[:length]):
-            keys, values = entry.keys[:, :, :length].contiguous(), entry.values[:, :, :length].contiguous()
+        if self.held is not None and np.array_equal(self.held.entry.ids, entry.ids[:length]):
+            return self.held
+        if entry.prefix is not None and entry.prefix.length == length:
+            self.held = entry.prefix
+        else:
+            parts = [entry.columns(layer, 0, length) for layer in range(len(entry.keys))]
+            keys, values = (torch.stack([part[i] for part in parts]) for i in (0, 1))
             self.held = SharedPrefix(_Entry(entry.ids[:length], keys, values))
         return self.held
 
