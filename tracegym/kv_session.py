@@ -20,12 +20,14 @@ compactly: rows are re-padded once per call, not once per token.
 
 Shared prefix. When the rows of a batch reuse caches that begin with the same tokens (an
 environment's system prompt, at least MIN_SHARED_TOKENS of them), those keys and values are held
-once, not copied into every row: the buffers hold only what follows them, and the attention
-(`shared_prefix_attention`) takes one softmax over the shared columns and the row's own.
+once, not copied into every row: the buffers and the remembered caches hold only what follows
+them, and the attention (`shared_prefix_attention`, given a 4-D mask causal within the fed block)
+takes one softmax over the shared columns and the row's own.
 
-Weights. On CPU the float32 `nn.Linear` weights are prepacked for oneDNN for the session
-(`PackedLinears`), whose kernels multiply the few rows of a decode step much faster than the default
-matmul; the session keeps the packed copies (as much memory again as those weights).
+Weights. On CPU the float32 `nn.Linear` weights are prepacked for oneDNN (`PackedLinears`), whose
+kernels multiply the few rows of a decode step much faster than the default matmul; the backend
+keeps the packed copies across its sessions (as much memory again as those weights) and packs a
+weight again when it changes.
 
 Caches hold the weights they were computed with: a session must not outlive an optimizer step.
 Only decoder models whose every layer attends to the full context are supported (no sliding
@@ -214,11 +216,7 @@ class PackedLinears:
             ):
                 known = self.packed.get(module)
                 if known is None or known[0] is not weight or known[1] != weight._version:
-                    known = (
-                        weight,
-                        weight._version,
-                        torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_ROWS),
-                    )
+                    known = (weight, weight._version, _pack(weight))
                 packed[module] = known
         self.packed = packed
         return self

@@ -5,8 +5,9 @@ turn is stepped through its own `Environment`; tool responses are appended as us
 episodes drop out. The context fed to the backend is always the episode's own token ids (prompt
 plus everything sampled and appended so far), never a re-rendered chat, so the recorded tokens are
 exactly the ones the policy conditioned on. The session of the hf backend keeps each episode's KV
-cache across its turns (only the observation and the next header are encoded) and encodes the
-prompt a group of rollouts shares once (tracegym.kv_session).
+cache across its turns (only the observation and the next header are encoded), encodes the
+prompt a group of rollouts shares once, and holds the system prompt's cache once for all the
+episodes of a turn (tracegym.kv_session).
 
 Sampling seeds. Turn t of rollout r of seed s samples with seed
 sampling_seed(params.seed, s, r, t): the tokens of an episode do not depend on the other episodes
