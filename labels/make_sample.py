@@ -1,4 +1,4 @@
-"""Draw the diagnosis reference sample from ../shared/data/tau2 once, and split it.
+"""Draw the diagnosis reference sample from the data folder's tau2/ runs once, and split it.
 
 Stratified by run file: from each chosen run, `failures` failed and `successes` passed
 simulations drawn at random (seed 20261130). Each drawn trajectory is then assigned to the
@@ -23,13 +23,14 @@ the rules tuned on round 9's tune half, adds 42 more: every failure not yet draw
 and gpt-oss-120b airline) and 30 successes. Writes labels/sample.json (rounds 1-10 in order);
 rerunning reproduces it exactly.
 
-    python labels/make_sample.py [--data ../shared/data]
+    python labels/make_sample.py [--data DIR]   # default: $TRACEGYM_SHARED_DATA, else shared/data beside the checkout
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 from pathlib import Path
 
@@ -256,7 +257,8 @@ def draw_all(data: Path) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
+    beside = Path(__file__).resolve().parents[2] / "shared" / "data"
+    parser.add_argument("--data", type=Path, default=Path(os.environ.get("TRACEGYM_SHARED_DATA", beside)))
     args = parser.parse_args()
     sample = draw_all(args.data)
     out = Path(__file__).with_name("sample.json")
