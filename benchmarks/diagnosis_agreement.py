@@ -1,7 +1,9 @@
 """Agreement of the diagnosis with labels from careful reading (labels/reference.json), per half.
 
 For the labelled τ²-bench trajectories (463 over ten sampling rounds, labels/README.md), on one
-half of the seeded split (`--split test` by default; the labellers are tuned on `tune` only),
+half of the split by task (`task_split` of labels/sample.json: every trajectory of a task in one
+half; `--split test` by default, the labellers are tuned on `tune` only; `--by-trajectory` takes the
+older halves dealt by trajectory, `split`, whose test trajectories mostly share a task with tune),
 optionally only those of one sampling round (`--round N`, a round of labels/sample.json: each round
 was drawn after the rules had been tuned on the rounds before it, so on the tune half a new round
 measures how rules found on the earlier ones generalise), prints:
@@ -22,7 +24,7 @@ those of the τ² Results `messages[]` (ingest keeps them one to one). Only aggr
 `--items` lists per-trajectory disagreements and is refused on the test half, so that the detectors
 are never tuned to its items.
 
-    python benchmarks/diagnosis_agreement.py [--split tune|test] [--round N] [--folds K] [--items]
+    python benchmarks/diagnosis_agreement.py [--split tune|test] [--by-trajectory] [--round N] [--folds K] [--items]
         [--judge-url URL [--judge-runs N] ...]
 """
 
@@ -50,8 +52,8 @@ from tracegym.schema import Evidence, Label, LabelValue, Trajectory
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "labels" / "reference.json"
-SAMPLE = REPO / "labels" / "sample.json"  # the draw, each entry after round 1 marked with its "round"
-SECOND = REPO / "labels" / "second_reading.json"  # test-half trajectories labelled again by other readers
+SAMPLE = REPO / "labels" / "sample.json"  # the draw: each entry's "round" (after round 1), halves "task_split", "split"
+SECOND = REPO / "labels" / "second_reading.json"  # trajectories labelled again by other readers (old test half)
 VALUES = ("NA", "PRESENT", "LACKING")
 SOURCES = ("agent", "user_simulator", "benchmark")
 GOAL = 0.6  # κ per capability and on failure source (issue 11)
@@ -128,14 +130,22 @@ def sample_rounds() -> dict[tuple[str, str], int]:
     return {(e["run_file"], e["sim_id"]): e.get("round", 1) for e in json.loads(SAMPLE.read_text(encoding="utf-8"))}
 
 
-def load_items(split: str, data: Path, round_: int | None = None) -> list[Item]:
-    """The reference entries of `split` (of sampling round `round_` only, when given), each joined
-    to its trajectory ingested from the run file."""
-    rounds = sample_rounds()
+def sample_halves(by_task: bool = True) -> dict[tuple[str, str], str]:
+    """The half ("tune" or "test") of each drawn trajectory, by (run file, simulation id): of the
+    split by task (`task_split`), or with `by_task` False of the older split by trajectory (`split`)."""
+    field = "task_split" if by_task else "split"
+    return {(e["run_file"], e["sim_id"]): e[field] for e in json.loads(SAMPLE.read_text(encoding="utf-8"))}
+
+
+def load_items(split: str, data: Path, round_: int | None = None, by_task: bool = True) -> list[Item]:
+    """The reference entries on half `split` of the split by task (of the split by trajectory when
+    `by_task` is False; of sampling round `round_` only, when given), each joined to its trajectory
+    ingested from the run file."""
+    rounds, halves = sample_rounds(), sample_halves(by_task)
     entries = [
         e
         for e in json.loads(REFERENCE.read_text(encoding="utf-8"))
-        if e["split"] == split and round_ in (None, rounds[(e["run_file"], e["sim_id"])])
+        if halves[(e["run_file"], e["sim_id"])] == split and round_ in (None, rounds[(e["run_file"], e["sim_id"])])
     ]
     files = sorted({e["run_file"] for e in entries})
     trajectories = {t.id: t for t in ingest_paths([data / "tau2" / "results" / f for f in files]).trajectories}
@@ -338,6 +348,11 @@ def main(argv: list[str] | None = None) -> int:
         "--split", choices=("tune", "test"), default="test", help="half of the reference (default test)"
     )
     parser.add_argument(
+        "--by-trajectory",
+        action="store_true",
+        help="the older halves dealt by trajectory (sample.json `split`, sharing tasks) instead of by task",
+    )
+    parser.add_argument(
         "--round",
         type=int,
         choices=sorted(set(sample_rounds().values())),
@@ -357,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (data / "tau2" / "results").is_dir():
         print(f"skipped: {data / 'tau2' / 'results'} is absent (set TRACEGYM_SHARED_DATA)")
         return 0
-    items = load_items(args.split, data, args.round_)
+    items = load_items(args.split, data, args.round_, by_task=not args.by_trajectory)
     if not items:
         parser.error(
             f"{REFERENCE}: no labelled trajectories on the {args.split} half"
@@ -369,7 +384,8 @@ def main(argv: list[str] | None = None) -> int:
     failures = sum(not i.trajectory.success for i in items)
     part = f" (round {args.round_})" if args.round_ else ""
     print(
-        f"{args.split} half{part}: {len(items)} trajectories ({failures} failures), labeller "
+        f"{args.split} half by {'trajectory' if args.by_trajectory else 'task'}{part}: {len(items)} trajectories "
+        f"({failures} failures), labeller "
         f"{diagnosis.report.params.get('labeller')}"
     )
     for line in capability_agreement(items, voted, names):

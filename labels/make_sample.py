@@ -20,10 +20,22 @@ undrawn successes left). A ninth round (`ROUND_9`), drawn after the test half ha
 with the rules tuned on round 8's tune half, adds 40 more (19 failures, 21 successes; 28 airline,
 8 telecom, 4 retail). A tenth round (`ROUND_10`), drawn after the test half had been measured with
 the rules tuned on round 9's tune half, adds 42 more: every failure not yet drawn (12, qwen2.5-7b
-and gpt-oss-120b airline) and 30 successes. Writes labels/sample.json (rounds 1-10 in order);
-rerunning reproduces it exactly.
+and gpt-oss-120b airline) and 30 successes.
 
-    python labels/make_sample.py [--data DIR]   # default: $TRACEGYM_SHARED_DATA, else shared/data beside the checkout
+Those halves (`split`) were dealt by trajectory, so most test trajectories share a task with a tune
+one. They are kept as drawn; beside them each entry carries `task` (domain/task id of the task the
+simulation ran, as tracegym's ingest names it) and `task_split`: the distinct tasks, sorted,
+shuffled once (seed `TASK_SPLIT_SEED`) and halved, every trajectory going with its task.
+
+`draw_v1` draws a fresh round from the τ-bench v1 airline file (`V1_FILE`, 50 tasks x 4 trials):
+two trials of 40 tasks, split by task into halves and dealt to reading blocks (seed `V1_SEED`),
+written to labels/tau_v1_sample.json.
+
+Writes labels/sample.json (rounds 1-10 in order) and labels/tau_v1_sample.json; rerunning
+reproduces both exactly.
+
+    .venv/bin/python labels/make_sample.py [--data DIR]
+    # DIR: the data folder; default $TRACEGYM_SHARED_DATA, else shared/data beside the checkout
 """
 
 from __future__ import annotations
@@ -35,6 +47,9 @@ import random
 from pathlib import Path
 
 SEED = 20261130
+TASK_SPLIT_SEED = 20261206  # the halves by task, drawn once after rounds 1-10 (issue 41)
+V1_FILE = "tau2/tau-bench/gpt-4o-airline_4trials_v1format.json"  # relative to the data folder
+V1_SEED = 20261207  # the τ-bench v1 round: its draw, halves and blocks
 # run file (relative to tau2/results) -> (failures, successes) drawn from it
 PLAN: dict[str, tuple[int, int]] = {
     "airline/claude-opus-4-6__experimental_agent__50sims_1trial.json": (4, 3),
@@ -255,15 +270,103 @@ def draw_all(data: Path) -> list[dict]:
     return sample
 
 
+def run_tasks(data: Path, sample: list[dict]) -> list[str]:
+    """The task each entry's simulation ran, as "domain/task id", in entry order: the task id
+    tracegym's ingest gives the trajectory. That is the file's `task_id` except where the simulation's
+    recorded verdict is another single task's (the gpt-4.1-mini airline file names other tasks; its
+    readers labelled the task the conversation and verdict show, the one ingest gives)."""
+    from tracegym.analysis.ingest import ingest_paths  # here: the draws themselves need the standard library only
+
+    files = sorted({entry["run_file"] for entry in sample})
+    ingested = {t.id: t.task_id for t in ingest_paths([data / "tau2" / "results" / f for f in files]).trajectories}
+    tasks = []
+    for entry in sample:
+        trajectory_id = f"{Path(entry['run_file']).stem}/{entry['sim_id']}"
+        tasks.append(f"{entry['run_file'].split('/')[0]}/{ingested[trajectory_id]}")
+    return tasks
+
+
+def split_by_task(sample: list[dict], tasks: list[str], seed: int = TASK_SPLIT_SEED) -> None:
+    """Set each entry's `task` (from `tasks`, in entry order) and `task_split`: the distinct tasks,
+    sorted, shuffled once with `seed`; the first half (rounded down) is "tune", the rest "test", and
+    every entry goes to its task's half. The trajectory split `split` is left as drawn."""
+    distinct = sorted(set(tasks))
+    random.Random(seed).shuffle(distinct)
+    tune = set(distinct[: len(distinct) // 2])
+    for entry, task in zip(sample, tasks, strict=True):
+        entry["task"] = task
+        entry["task_split"] = "tune" if task in tune else "test"
+
+
+def draw_v1(
+    records: list[dict], seed: int = V1_SEED, all_fail: int = 8, all_pass: int = 6, blocks: int = 4
+) -> list[dict]:
+    """The fresh round from a τ-bench v1 file (`records`: its list of `{task_id, trial, reward, ...}`),
+    two trials for each of its tasks drawn, before any label or detector output exists.
+
+    A trial fails when its reward is below 1 (an ungraded trial, `reward_info` null, carries reward 0).
+    Every task whose trials have both outcomes gives one success and one failure, drawn at random;
+    `all_fail` tasks of those whose trials all failed and `all_pass` of those whose trials all passed
+    give two trials each. Within each of those three groups the tasks are shuffled and halved (the
+    first half, rounded down, "tune"); each half's tasks are dealt in turn to `blocks` reading blocks,
+    so every block holds both halves. Entries are ordered by block, shuffled within it; each is
+    `{file: V1_FILE, index (in records), task_id, trial, reward, half, block (1-based)}`. Raises
+    ValueError when a group has fewer tasks than asked."""
+    rng = random.Random(seed)
+    trials: dict[str, list[int]] = {}
+    for index, record in enumerate(records):
+        trials.setdefault(str(record["task_id"]), []).append(index)
+    failed = {task: [i for i in indices if records[i]["reward"] < 1.0] for task, indices in trials.items()}
+    passed = {task: [i for i in indices if records[i]["reward"] >= 1.0] for task, indices in trials.items()}
+    mixed = [task for task in sorted(trials, key=int) if failed[task] and passed[task]]
+    never = [task for task in sorted(trials, key=int) if not passed[task]]
+    always = [task for task in sorted(trials, key=int) if not failed[task]]
+    if len(never) < all_fail or len(always) < all_pass:
+        raise ValueError(f"{len(never)} tasks always fail, {len(always)} always pass: fewer than asked")
+    groups = [mixed, rng.sample(never, all_fail), rng.sample(always, all_pass)]
+    chosen = {task: [rng.choice(failed[task]), rng.choice(passed[task])] for task in mixed}
+    chosen |= {task: sorted(rng.sample(trials[task], 2)) for task in groups[1] + groups[2]}
+    halves: dict[str, list[str]] = {"tune": [], "test": []}
+    for group in groups:
+        order = list(group)
+        rng.shuffle(order)
+        halves["tune"] += order[: len(order) // 2]
+        halves["test"] += order[len(order) // 2 :]
+    dealt: list[list[dict]] = [[] for _ in range(blocks)]
+    for half, tasks in halves.items():
+        for position, task in enumerate(tasks):
+            for index in chosen[task]:
+                record = records[index]
+                dealt[position % blocks].append(
+                    {
+                        "file": V1_FILE,
+                        "index": index,
+                        "task_id": str(record["task_id"]),
+                        "trial": record["trial"],
+                        "reward": record["reward"],
+                        "half": half,
+                        "block": position % blocks + 1,
+                    }
+                )
+    for block in dealt:
+        rng.shuffle(block)
+    return [entry for block in dealt for entry in block]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     beside = Path(__file__).resolve().parents[2] / "shared" / "data"
     parser.add_argument("--data", type=Path, default=Path(os.environ.get("TRACEGYM_SHARED_DATA", beside)))
     args = parser.parse_args()
     sample = draw_all(args.data)
+    split_by_task(sample, run_tasks(args.data, sample))
     out = Path(__file__).with_name("sample.json")
     out.write_text(json.dumps(sample, indent=1) + "\n")
     print(f"{len(sample)} trajectories -> {out}")
+    fresh = draw_v1(json.loads((args.data / V1_FILE).read_text()))
+    out = Path(__file__).with_name("tau_v1_sample.json")
+    out.write_text(json.dumps(fresh, indent=1) + "\n")
+    print(f"{len(fresh)} τ-bench v1 trajectories -> {out}")
 
 
 if __name__ == "__main__":
