@@ -91,7 +91,7 @@ def v1_policy(entry: dict, data: Path = DATA_ROOT) -> str:
 def _v1_verdict(reward_info: dict | None, gold: list | None) -> str:
     """reward_info as JSON, its `actions` left out where they are the gold actions printed above."""
     if reward_info is None:
-        return "null (not graded)"
+        return "null (no verdict details recorded)"
     if reward_info.get("actions") == gold:
         shown = {k: v for k, v in reward_info.items() if k != "actions"}
         return json.dumps(shown) + "  (its actions: the gold actions above)"
