@@ -21,8 +21,7 @@ from pathlib import Path
 from tracegym.analysis.diagnose import DiagnoseConfig, attach_gold_patches, diagnose
 from tracegym.analysis.ingest import IngestError, IngestResult, ingest_paths
 from tracegym.analysis.ingest.outputs import empty_input, format_skipped
-from tracegym.analysis.judge import LLMJudge
-from tracegym.analysis.llm_client import OpenAIChatClient
+from tracegym.analysis.judge import connect
 from tracegym.analysis.report import selection_table, write_outputs
 from tracegym.analysis.rules import load_domain
 from tracegym.analysis.rules import register as register_domain
@@ -100,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
             attach_gold_patches(trajectories, Path(config.gold_patches))
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise UserError(f"{config.gold_patches}: not a gold-patch file ({error})") from None
-    judge = LLMJudge(OpenAIChatClient(config.judge.url, config.judge.model), config.judge) if config.judge.url else None
+    judge = connect(config.judge) if config.judge.url else None
     diagnosis = diagnose(trajectories, args.paths, config, judge=judge, progress=True)
     diagnosis.ingest = ingested
     with writing_into(args.out):

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, ValidationError
 from tracegym.analysis.contrast import TaskContrast
 from tracegym.analysis.judge import _strict_schema
 from tracegym.analysis.judge_case import render_transcript
-from tracegym.analysis.llm_client import ChatClient, ClientError
+from tracegym.analysis.llm_client import ChatClient, ClientError, EndpointError
 from tracegym.schema import Capability, Trajectory
 
 PAIR_CHARS = 6_000  # characters of each transcript shown to the proposer
@@ -73,7 +73,7 @@ def propose(
     similarity: float = 0.5,
 ) -> list[Capability]:
     """New capabilities suggested from one pair per task (up to `max_pairs` tasks); [] when the
-    proposer never answers in the schema."""
+    proposer never answers in the schema. An EndpointError (a UserError) propagates."""
     sections = []
     for entry in contrasts[:max_pairs]:
         success, failure = entry.pairs[0]
@@ -92,6 +92,8 @@ def propose(
             answer = Proposal.model_validate_json(
                 client.complete(messages, _strict_schema(Proposal), "Proposal", 0.7, attempt)
             )
+        except EndpointError:
+            raise
         except (ClientError, ValidationError, ValueError):
             continue
         proposed = [

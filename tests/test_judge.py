@@ -21,7 +21,7 @@ import pytest
 from tracegym.analysis.catalogue import catalogue_for
 from tracegym.analysis.contrast import contrast
 from tracegym.analysis.diagnose import DiagnoseConfig, diagnose
-from tracegym.analysis.judge import JudgeConfig, LLMJudge
+from tracegym.analysis.judge import JudgeConfig, JudgeError, LLMJudge
 from tracegym.analysis.llm_client import OpenAIChatClient
 from tracegym.analysis.proposer import propose
 from tracegym.analysis.selection import SelectionConfig
@@ -226,13 +226,17 @@ def test_a_quote_not_in_the_cited_message_is_a_malformed_answer(server: str) -> 
     assert {e.quote for label in result.labels for e in label.evidence if e.quote} == {"ERROR no such flight"}
 
 
-def test_unreachable_judge_is_counted_not_raised(tmp_path: Path) -> None:
+def test_an_unreachable_judge_stops_with_one_error_naming_the_url(tmp_path: Path) -> None:
     judge = LLMJudge(
-        OpenAIChatClient("http://127.0.0.1:9/v1", "nobody", timeout=2), JudgeConfig(runs=2, retries=1, workers=2)
+        OpenAIChatClient("http://127.0.0.1:9/v1", "nobody", timeout=2, max_retries=1),
+        JudgeConfig(runs=2, retries=1, workers=2),
     )
-    result = judge.label(dataset()[:2], catalogue_for({"tau2-airline"}))
-    assert result.labels == [] and result.malformed == 4 and result.calls == 8
-    assert "127.0.0.1:9" in result.errors[0]
+    with pytest.raises(
+        JudgeError, match=r"http://127\.0\.0\.1:9/v1/chat/completions: cannot connect \(2 tries\)"
+    ) as stopped:
+        judge.label(dataset()[:2], catalogue_for({"tau2-airline"}))
+    assert "0 of 4 questions answered" in str(stopped.value) and stopped.value.result.labels == []
+    assert stopped.value.result.malformed == 0  # not counted as the model's fault: the endpoint failed
 
 
 def test_proposer_deduplicates_against_the_catalogue(server: str) -> None:
@@ -280,15 +284,16 @@ def test_cli_with_judge_and_proposer_from_ingested_jsonl(server: str, tmp_path: 
     assert {LabelValue(label["value"]) for label in labels} >= {LabelValue.PRESENT, LabelValue.LACKING}
 
 
-def test_local_backend_judge_counts_unusable_answers(tiny) -> None:
-    """A generation backend (the tiny random model, which cannot write JSON) through the same judge."""
+def test_local_backend_judge_stops_when_no_answer_is_usable(tiny) -> None:
+    """A generation backend (the tiny random model, which cannot write JSON) through the same judge:
+    every question malformed, so it stops once the first ones (here all four) are settled."""
     from tracegym.analysis.llm_client import BackendChatClient
     from tracegym.generation import HFBackend
 
     model, tokenizer = tiny
     client = BackendChatClient(HFBackend(model, tokenizer), "tiny-random", max_new_tokens=8)
-    result = LLMJudge(client, JudgeConfig(runs=2, retries=1, workers=1)).label(
-        dataset()[:2], catalogue_for({"tau2-test"})
-    )
+    with pytest.raises(JudgeError, match="none of the first 4 questions got a usable answer") as stopped:
+        LLMJudge(client, JudgeConfig(runs=2, retries=1, workers=1)).label(dataset()[:2], catalogue_for({"tau2-test"}))
+    result = stopped.value.result
     assert result.labels == [] and result.malformed == 4 and result.calls == 8 and result.retried == 4
     assert result.model == "tiny-random"

@@ -1,4 +1,5 @@
-"""Commands that neither generate nor train import no training library (issue 9).
+"""Commands that neither generate nor train import no training library (issue 9), nor the judge's
+`openai` client unless a judge is used.
 
 Each command runs in a fresh interpreter through a wrapper that, at exit, prints which of the heavy
 modules are in `sys.modules`; none may be.
@@ -14,7 +15,7 @@ import pytest
 
 from tracegym.analysis.examples import write_example_run
 
-HEAVY = ("torch", "transformers", "peft", "trl", "accelerate")
+HEAVY = ("torch", "transformers", "peft", "trl", "accelerate", "openai")
 MARK = "HEAVY MODULES:"
 WRAPPER = f"""
 import atexit, sys
