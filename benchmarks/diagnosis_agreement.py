@@ -19,7 +19,10 @@ same protocol, without the first labels), it prints κ3 between the two readings
 labeller's with each: the agreement careful readers reach. With `--folds K` it also prints κ3 per
 capability on each of K folds of the items grouped by run file (one agent's runs stay in one fold),
 so that a rule fitted to one agent's habits shows as a fold far below the others. The labeller is
-the deterministic detectors, or the LLM judge with `--judge-url`. Message indices of evidence are
+the deterministic detectors, or with `--judge-url URL` the LLM judge behind any OpenAI-compatible
+endpoint (`--judge-model`, `--judge-api-key` or OPENAI_API_KEY, `--judge-runs`; `--judge-journal
+FILE` keeps its answers so that a stopped run resumes; the selection passes reuse the answers of the
+first). Message indices of evidence are
 those of the τ² Results `messages[]` (ingest keeps them one to one). Only aggregates are printed;
 `--items` lists per-trajectory disagreements and is refused on the test half, so that the detectors
 are never tuned to its items.
@@ -44,10 +47,10 @@ from tracegym.analysis.catalogue import catalogue_for
 from tracegym.analysis.contrast import task_key
 from tracegym.analysis.diagnose import DiagnoseConfig, Diagnosis, diagnose
 from tracegym.analysis.ingest import ingest_paths
-from tracegym.analysis.judge import JudgeConfig, LLMJudge
-from tracegym.analysis.llm_client import OpenAIChatClient
+from tracegym.analysis.judge import JudgeConfig, LLMJudge, connect
 from tracegym.analysis.selection import Outcome, SelectionConfig, majority, select
 from tracegym.config import add_config_arguments, resolve_config
+from tracegym.errors import UserError
 from tracegym.schema import Evidence, Label, LabelValue, Trajectory
 
 REPO = Path(__file__).resolve().parents[1]
@@ -178,12 +181,12 @@ def reference_selection(items: list[Item]) -> list[str]:
     return select(capabilities, reference_labels(items), outcomes, SelectionConfig(bootstrap=0)).selected
 
 
-def run_labeller(items: list[Item], judge: JudgeConfig) -> Diagnosis:
-    """`diagnose` over the items' trajectories (the judge's labels when `judge.url` is set)."""
+def run_labeller(items: list[Item], judge: JudgeConfig, labeller: LLMJudge | None = None) -> Diagnosis:
+    """`diagnose` over the items' trajectories: `labeller`'s labels (the judge `judge` configures)
+    when given, else the deterministic detectors'. Raises JudgeError when the judge stops."""
     trajectories = [i.trajectory for i in items]
     inputs = sorted({Path(i.trajectory.source.file) for i in items})
     config = DiagnoseConfig(selection=SelectionConfig(bootstrap=0), judge=judge)
-    labeller = LLMJudge(OpenAIChatClient(judge.url, judge.model), judge) if judge.url else None
     return diagnose(trajectories, inputs, config, judge=labeller)
 
 
@@ -302,16 +305,18 @@ def source_agreement(items: list[Item], diagnosis: Diagnosis) -> list[str]:
     ]
 
 
-def selection_agreement(items: list[Item], judge: JudgeConfig) -> tuple[list[str], bool]:
+def selection_agreement(
+    items: list[Item], judge: JudgeConfig, labeller: LLMJudge | None = None
+) -> tuple[list[str], bool]:
     lines, all_match = [], True
     groups = {d: [i for i in items if i.domain == d] for d in sorted({i.domain for i in items})}
     for name, members in [*groups.items(), ("overall", items)]:
-        labeller = run_labeller(members, judge).report.selected
+        selected = run_labeller(members, judge, labeller).report.selected
         reference = reference_selection(members)
-        match = sorted(labeller) == sorted(reference)
+        match = sorted(selected) == sorted(reference)
         all_match &= match
         lines.append(
-            f"selection {name:<8} {'same' if match else 'DIFFERENT'}: labeller {sorted(labeller)}, "
+            f"selection {name:<8} {'same' if match else 'DIFFERENT'}: labeller {sorted(selected)}, "
             f"reference {sorted(reference)}"
         )
     return lines, all_match
@@ -378,7 +383,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{REFERENCE}: no labelled trajectories on the {args.split} half"
             + (f" of round {args.round_} (not merged yet?)" if args.round_ else "")
         )
-    diagnosis = run_labeller(items, judge)
+    labeller = connect(judge) if judge.url else None  # asked once per question: later passes reuse its answers
+    diagnosis = run_labeller(items, judge, labeller)
     voted = voted_values(diagnosis)
     names = list(items[0].entry["labels"])
     failures = sum(not i.trajectory.success for i in items)
@@ -399,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"evidence at the reader's message: {hits}/{total} LACKING agreements")
     for line in source_agreement(items, diagnosis):
         print(line)
-    lines, _ = selection_agreement(items, judge)
+    lines, _ = selection_agreement(items, judge, labeller)
     for line in lines:
         print(line)
     if args.items:
@@ -409,4 +415,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except UserError as error:  # the judge unreachable or refusing: one line, exit 1
+        sys.exit(f"diagnosis_agreement: error: {error}")
