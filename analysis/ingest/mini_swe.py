@@ -105,7 +105,8 @@ def _read_one(traj_file: Path, document: Any, run_dir: Path, batch: Batch) -> Tr
         source,
         messages,
         report.resolved,
-        traj.info.submission or "",
+        traj.info.submission,
         report,
         traj.info.exit_status,
+        "info.submission",
     )

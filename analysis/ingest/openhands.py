@@ -6,6 +6,12 @@ unresolved / empty-patch lists); test results from the harness `report: {...}` l
 `output.swebench_eval.logs/instance_<id>.log`; the submitted diff from the "Got git diff" block of
 `infer_logs/instance_<id>.log`. Cross-reference check: the eval log's `resolved` agrees with the
 summary (the summary is kept when they differ: it is what the benchmark reported).
+
+`conversation` reads one completion record (also for the experiments-repository layout): with
+native function calling its `messages` hold OpenAI `tool_calls` and `role: tool` results; without,
+`messages` hold the calls as text (`<function=NAME>\n<parameter=KEY>VALUE</parameter>\n</function>`)
+and the results as user turns ("EXECUTION RESULT of [NAME]:\n..."), and `fncall_messages` /
+`fncall_response` the same turns in the structured form, which is preferred when present.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from tracegym.analysis.ingest.common import (
     read_text,
 )
 from tracegym.analysis.ingest.swebench import BENCHMARK, HarnessReport, harness_report, swe_trajectory
-from tracegym.schema import Source, Trajectory
+from tracegym.schema import Message, Source, ToolCall, Trajectory
 
 FORMAT = "openhands"
 SUMMARY = "output.swebench_eval.md"
@@ -35,7 +41,11 @@ _SECTION = re.compile(r"^## (.+?) Instances\s*$")
 _ITEM = re.compile(r"^- \[([^\]]+)\]")
 _REPORT_LINE = re.compile(r"report: (\{.*\})\s*$", re.MULTILINE)
 _DIFF_BLOCK = re.compile(r"Got git diff for instance [^\n]*:\n-{8}\n(.*?)-{8}\n", re.DOTALL)
-_TIMESTAMP = re.compile(r"-(\d+(?:\.\d+)?)\.json$")
+# A completion file's name ends in its time: -<unix time>.json or _<ISO date-time>.json.
+_TIMESTAMP = re.compile(r"(?:-(\d{9,}(?:\.\d+)?)|_(\d{4}-\d\d-\d\dT[\d:.+-]+Z?))\.json$")
+_TEXT_CALL = re.compile(r"<function=([^>\s]+)>(.*?)(?:</function>|\Z)", re.DOTALL)
+_PARAMETER = re.compile(r"<parameter=([^>\s]+)>(.*?)</parameter>", re.DOTALL)
+_RESULT = re.compile(r"\A\s*EXECUTION RESULT of \[([^\]]+)\]:\n?")
 
 
 def sniff(file: InputFile) -> bool:
@@ -68,15 +78,29 @@ def read_summary(path: Path) -> dict[str, str]:
     return sections
 
 
+def completion_time(name: str) -> tuple[float, str] | None:
+    """A sort key for a completion file's name by the time it ends in (unix seconds, or an ISO
+    date-time compared as text); None when the name ends in no time."""
+    match = _TIMESTAMP.search(name)
+    if match is None:
+        return None
+    return (float(match.group(1)), "") if match.group(1) else (0.0, match.group(2))
+
+
+def completion_stem(name: str) -> str:
+    """A completion file's name before its time (the model, as OpenHands names them)."""
+    match = _TIMESTAMP.search(name)
+    return name[: match.start()] if match else name
+
+
+def latest_completion(files: list[Path]) -> Path | None:
+    """The latest of an instance's completion files (by `completion_time`, then name); None if none."""
+    return max(files, key=lambda f: (completion_time(f.name) or (0.0, ""), f.name), default=None)
+
+
 def _last_completion(folder: Path) -> Path | None:
-    """The latest completion file of an instance (file names end in -<unix time>.json)."""
-
-    def key(file: Path) -> tuple[float, str]:
-        match = _TIMESTAMP.search(file.name)
-        return (float(match.group(1)) if match else 0.0, file.name)
-
-    files = sorted(folder.glob("*.json"), key=key)
-    return files[-1] if files else None
+    """The latest completion file of an instance folder."""
+    return latest_completion(list(folder.glob("*.json")))
 
 
 def read_run(path: Path) -> Batch:
@@ -143,15 +167,9 @@ def _read_instance(
     if not _is_completion(document):
         raise IngestError(completion_file, "", "not an LLM completion record (needs messages, response, kwargs)")
     try:
-        final = document["response"]["choices"][0]["message"]
-    except (KeyError, IndexError, TypeError):
-        raise IngestError(completion_file, "response.choices[0].message", "missing the final reply") from None
-    if not isinstance(document["messages"], list):
-        raise IngestError(
-            completion_file, "messages", f"messages should be a list (got {preview(document['messages'])})"
-        )
-    try:
-        messages = openai_messages([*document["messages"], final], "messages")
+        if _final_reply(document["response"], "response") is None:
+            raise RecordError("response.choices[0].message", "missing the final reply")
+        messages = conversation(document)
     except RecordError as error:
         raise IngestError(completion_file, error.json_path, error.reason) from None
     if instance_id not in verdicts:
@@ -164,7 +182,8 @@ def _read_instance(
             f"summary says resolved={resolved}, harness log says resolved={report.resolved}; summary kept",
         )
     source = Source.model_construct(benchmark=BENCHMARK, format=FORMAT, file=str(completion_file), **source_base)
-    return swe_trajectory(run.name, instance_id, source, messages, resolved, _patch(run, instance_id), report, None)
+    patch, patch_source = _patch(run, instance_id)
+    return swe_trajectory(run.name, instance_id, source, messages, resolved, patch, report, None, patch_source)
 
 
 def _eval_report(run: Path, instance_id: str) -> HarnessReport | None:
@@ -186,10 +205,78 @@ def _eval_report(run: Path, instance_id: str) -> HarnessReport | None:
         raise IngestError(log, error.json_path, error.reason) from None
 
 
-def _patch(run: Path, instance_id: str) -> str:
-    """The diff the agent submitted ("" when the infer log is absent or the diff was empty)."""
+def _patch(run: Path, instance_id: str) -> tuple[str | None, str]:
+    """The diff the agent submitted ("" when it was empty) and where it was found; (None, "")
+    when the infer log is absent or holds no diff (the patch is unknown)."""
     log = run / "infer_logs" / f"instance_{instance_id}.log"
     if not log.is_file():
-        return ""
+        return None, ""
     blocks = _DIFF_BLOCK.findall(read_text(log))
-    return blocks[-1].strip("\n") + "\n" if blocks and blocks[-1].strip() else ""
+    if not blocks:
+        return None, ""
+    where = f"infer_logs/instance_{instance_id}.log"
+    return (blocks[-1].strip("\n") + "\n" if blocks[-1].strip() else ""), where
+
+
+def conversation(document: dict[str, Any]) -> list[Message]:
+    """The whole conversation of one logged completion, final reply included, as schema messages.
+
+    `fncall_messages` (+ the final reply of `fncall_response`) when present, else `messages` (+ that
+    of `response`) with text calls parsed into tool calls and their results into tool messages.
+    A record without a final reply gives the conversation up to its last request. Raises
+    RecordError naming the JSON path of what is malformed.
+    """
+    structured = "fncall_messages" in document
+    key, reply = ("fncall_messages", "fncall_response") if structured else ("messages", "response")
+    raw = document.get(key)
+    if not isinstance(raw, list):
+        raise RecordError(key, f"{key} should be a list of messages (got {preview(raw)})")
+    final = _final_reply(document.get(reply), reply)
+    messages = openai_messages(raw, key)
+    if final is not None:
+        messages += openai_messages([final], f"{reply}.choices[0]")
+    return messages if structured else text_calls(messages)
+
+
+def _final_reply(response: Any, where: str) -> dict[str, Any] | None:
+    """`response.choices[0].message`, None when the record has no response."""
+    if response is None:
+        return None
+    try:
+        final = response["choices"][0]["message"]
+    except (KeyError, IndexError, TypeError):
+        raise RecordError(f"{where}.choices[0].message", "missing the final reply") from None
+    if not isinstance(final, dict):
+        raise RecordError(f"{where}.choices[0].message", f"the final reply should be an object (got {preview(final)})")
+    return final
+
+
+def text_calls(messages: list[Message]) -> list[Message]:
+    """Messages with OpenHands text calls made structured: each `<function=NAME>` block of an
+    assistant turn without tool calls becomes a ToolCall (id `text-<message>-<n>`, its parameters
+    as string arguments) and leaves the text; a user turn "EXECUTION RESULT of [NAME]:" answering
+    the oldest pending call becomes that call's tool message. Other messages are returned as given."""
+    pending: list[ToolCall] = []
+    converted = []
+    for index, message in enumerate(messages):
+        if message.role == "assistant" and not message.tool_calls and "<function=" in message.content:
+            calls = [
+                ToolCall(id=f"text-{index}-{n}", name=name, arguments=dict(_parameters(body)))
+                for n, (name, body) in enumerate(_TEXT_CALL.findall(message.content))
+            ]
+            thought = message.content[: message.content.index("<function=")].strip()
+            message = message.model_copy(update={"content": thought, "tool_calls": calls})
+            pending = list(calls)
+        elif message.role == "user" and pending and (result := _RESULT.match(message.content)):
+            call = next((c for c in pending if c.name == result.group(1)), pending[0])
+            pending.remove(call)
+            message = message.model_copy(
+                update={"role": "tool", "content": message.content[result.end() :], "tool_call_id": call.id}
+            )
+        converted.append(message)
+    return converted
+
+
+def _parameters(body: str) -> list[tuple[str, str]]:
+    """(name, value) of each `<parameter=NAME>VALUE</parameter>`, values stripped as OpenHands does."""
+    return [(name, value.strip()) for name, value in _PARAMETER.findall(body)]

@@ -59,11 +59,16 @@ def swe_trajectory(
     source: Source,
     messages: list[Message],
     resolved: bool,
-    patch: str,
+    patch: str | None,
     report: HarnessReport | None,
     exit_status: str | None,
+    patch_source: str = "",
 ) -> Trajectory:
-    """One instance as a Trajectory with the diagnostics the contract names (reward 1.0 iff resolved)."""
+    """One instance as a Trajectory with the diagnostics the contract names (reward 1.0 iff resolved).
+
+    `patch` is the submitted diff ("" for a record of an empty one) or None when the run holds no
+    record of it (unknown, never taken as empty); `patch_source` says which record it came from.
+    """
     tests = {}
     if report is not None and report.tests_status:
         tests = {group: report.tests_status.get(group, _TestGroup()).model_dump() for group in _TEST_GROUPS}
@@ -79,9 +84,10 @@ def swe_trajectory(
         diagnostics={
             "resolved": resolved,
             "patch": patch,
-            "patch_exists": bool(patch.strip())
-            if report is None or report.patch_exists is None
-            else report.patch_exists,
+            "patch_source": patch_source if patch is not None else "",
+            "patch_exists": report.patch_exists
+            if report is not None and report.patch_exists is not None
+            else (None if patch is None else bool(patch.strip())),
             "patch_successfully_applied": None if report is None else report.patch_successfully_applied,
             "tests_status": tests,
             "exit_status": exit_status,
