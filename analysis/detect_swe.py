@@ -3,17 +3,25 @@ against the tests that reproduce the issue. None of them is a function of the ve
 can hold for a resolved run and fail for an unresolved one.
 
 - patch_production: the run ended with a patch that applies (harness `patch_exists`,
-  `patch_successfully_applied`, or the submission itself);
-- fault_localisation: the patch edits source files the issue's tests exercise: files of the
-  reference fix when one is supplied (`diagnostics.gold_patch`), else files whose path shares a
-  name with the FAIL_TO_PASS tests' modules or with the code the problem statement names;
+  `patch_successfully_applied`, or the submission itself); a resolved run always has one. With no
+  record of the patch (`diagnostics.patch` None: unknown, not empty) it comes from the actions:
+  present when the agent edited repository files, lacking when it edited none;
+- fault_localisation: the patch (unknown: the files the actions left edited) edits source files the
+  issue's tests exercise: files of the reference fix when one is supplied
+  (`diagnostics.gold_patch`), else files whose path shares a name with the FAIL_TO_PASS tests'
+  modules or with the code the problem statement names;
 - issue_reproduction: the agent ran the failing behaviour (a script or the tests) before its first
   repository edit;
 - test_verification: it ran tests or a reproduction after its last edit, before submitting;
-- edit_scope: the patch holds only the change: no scratch files (new files at the repository
-  root, reproduction or debug scripts) and no edits to build configuration.
-Commands come from bash blocks in assistant text (mini-swe-agent, SWE-agent) or from
-`execute_bash` / `str_replace_editor` tool calls (OpenHands).
+- edit_scope: the patch (unknown: what the actions left in the repository) holds only the change:
+  no scratch files (new files at the repository root, reproduction or debug scripts) and no edits
+  to build configuration.
+Commands come from bash blocks in assistant text (mini-swe-agent, SWE-agent; SWE-agent's
+`str_replace_editor CMD PATH`, `create PATH` and `edit N:M` lines included) or from `execute_bash` /
+`str_replace_editor` tool calls (OpenHands). Paths are read relative to the repository: /testbed
+(SWE-bench's images) or the `<uploaded_files>` folder of the first user message (OpenHands works
+in a copy of /testbed there); writes to scratch scripts (reproduce.py, test_*.py, ...) are not
+repository edits, whether or not the patch holds them.
 """
 
 from __future__ import annotations
@@ -21,9 +29,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from tracegym.analysis.detectors import Verdict, evidence
-from tracegym.schema import Trajectory
+from tracegym.schema import Message, Trajectory
 
 _BASH_BLOCK = re.compile(r"```(?:bash|sh)\s*\n(.*?)```", re.DOTALL)
 _IN_PLACE = re.compile(r"\bsed\s+-i|\bperl\s+-[a-z]*i|\bgit\s+apply\b|\bpatch\s+-p|^\s*edit\s+\d+:\d+", re.MULTILINE)
@@ -76,46 +85,176 @@ _GENERIC = {
     "file",
 }
 _SUBMIT = "COMPLETE_TASK_AND_SUBMIT"
+_ROOT = re.compile(r"<uploaded_files>\s*(/\S*?)/?\s*</uploaded_files>")
+_DEFAULT_ROOT = "/testbed"
+_EDITOR_LINE = re.compile(r"^\s*str_replace_editor\s+(create|str_replace|insert|undo_edit)\s+(\S+)", re.MULTILINE)
+_OPEN_LINE = re.compile(r"^\s*(open|create)\s+\"?([^\s\"]+\.\w+)", re.MULTILINE)
+_HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?([^\n]*)\n.*?^\s*\1\s*$", re.DOTALL | re.MULTILINE)
+_QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
+_REDIRECT = re.compile(r"(?:[^\d&>]>>?|\btee\s+(?:-a\s+)?)\s*([A-Za-z_./][\w./-]*\.[A-Za-z]\w*)")
+_SED_FILE = re.compile(r"\bsed\s+(?:-\w+\s+)*-i\S*\s+(?:-e\s+)?(?:'[^']*'|\"(?:[^\"\\]|\\.)*\"|\S+)\s+([^\s;&|]+)")
+_RM = re.compile(r"(?:^|[;&|(]\s*)rm\s+((?:-\w+\s+)*)([^;&|\n]+)", re.MULTILINE)
+
+
+def repository_roots(trajectory: Trajectory) -> tuple[str, ...]:
+    """The repository's folders in the agent's machine: /testbed and the `<uploaded_files>` path of
+    the first user message (OpenHands, SWE-agent) when there is one."""
+    first = next((m.content for m in trajectory.messages if m.role == "user"), "")
+    match = _ROOT.search(first)
+    return (_DEFAULT_ROOT, match.group(1)) if match and match.group(1) != _DEFAULT_ROOT else (_DEFAULT_ROOT,)
+
+
+def _relative(path: str, roots: tuple[str, ...]) -> str | None:
+    """`path` relative to the repository; None for an absolute path outside every root."""
+    path = path.strip("'\"")
+    for root in roots:
+        if path.startswith(root + "/"):
+            return os.path.normpath(path[len(root) + 1 :])
+    if path.startswith("/"):
+        return None
+    return os.path.normpath(path)
+
+
+def _scripts(message: Message) -> Iterator[str]:
+    """The shell commands of an assistant message: its bash blocks and its tool calls' `command`
+    arguments (str_replace_editor's subcommand excepted)."""
+    yield from _BASH_BLOCK.findall(message.content)
+    for call in message.tool_calls:
+        if call.name != "str_replace_editor" and isinstance(call.arguments.get("command"), str):
+            yield call.arguments["command"]
 
 
 def commands(trajectory: Trajectory) -> Iterator[tuple[int, str, str]]:
     """(message index, kind "edit" / "test", command text) for each agent action that edits the
     repository or runs tests or code, in order; a command doing both yields "edit" then "test".
 
-    A write is a repository edit when it touches a file of the submitted patch; with no patch,
-    any write except to a scratch script (reproduce.py, test_*.py, ...) counts.
+    A write is a repository edit when it touches a file of the submitted patch, or with no patch
+    any file inside the repository; writes to scratch scripts (reproduce.py, test_*.py, ...) never count.
     """
     submitted = patched_files(trajectory.diagnostics.get("patch") or "")
+    root = repository_roots(trajectory)
     for index, message in enumerate(trajectory.messages):
         if message.role != "assistant":
             continue
         for block in _BASH_BLOCK.findall(message.content):
-            for kind in _classify(block, submitted):
+            for kind in _classify(block, submitted, root):
                 yield index, kind, block.strip()
         for call in message.tool_calls:
             if call.name == "str_replace_editor":
                 path = str(call.arguments.get("path", ""))
-                if call.arguments.get("command") in _EDITOR_WRITES and _is_repository_file(path, submitted):
+                if call.arguments.get("command") in _EDITOR_WRITES and _is_repository_file(path, submitted, root):
                     yield index, "edit", f"str_replace_editor {call.arguments.get('command')} {path}"
             elif isinstance(call.arguments.get("command"), str):
-                for kind in _classify(call.arguments["command"], submitted):
+                for kind in _classify(call.arguments["command"], submitted, root):
                     yield index, kind, call.arguments["command"].strip()
 
 
-def _is_repository_file(path: str, submitted: list[str]) -> bool:
+def _is_repository_file(path: str, submitted: list[str], root: tuple[str, ...]) -> bool:
+    """A repository file other than a scratch script: one of the patch's, or (no patch) any inside the repository."""
+    if _SCRATCH.search(path):
+        return False
     if submitted:
         return any(path.endswith(f) for f in submitted)
-    return not _SCRATCH.search(path)
+    return _relative(path, root) is not None
 
 
-def _classify(command: str, submitted: list[str]) -> list[str]:
+def _classify(command: str, submitted: list[str], root: tuple[str, ...]) -> list[str]:
     if _SUBMIT in command:
         return []
     in_place = _IN_PLACE.search(command) and (
         not submitted or any(f in command for f in submitted) or command.lstrip().startswith("edit")
     )
-    edits = in_place or any(_is_repository_file(f, submitted) for f in _WRITTEN.findall(command))
+    editor = any(_is_repository_file(path, submitted, root) for _, path in _EDITOR_LINE.findall(command))
+    edits = in_place or editor or any(_is_repository_file(f, submitted, root) for f in _WRITTEN.findall(command))
     return (["edit"] if edits else []) + (["test"] if _TEST.search(command) else [])
+
+
+@dataclass(frozen=True)
+class Write:
+    """A file the agent created, changed or removed: message index, path relative to the
+    repository root, operation ("create", "modify" or "remove") and the command's text."""
+
+    index: int
+    path: str
+    op: str
+    command: str
+
+
+def writes(trajectory: Trajectory) -> list[Write]:
+    """Every write inside the repository, in order: str_replace_editor calls and lines, SWE-agent
+    `create` and `edit` (of the file last opened), shell redirections and `tee` (quoted text and
+    here-document bodies left out), `sed -i` and `rm`. Paths outside the repository are left out."""
+    root = repository_roots(trajectory)
+    found: list[Write] = []
+    opened = ""
+    for index, message in enumerate(trajectory.messages):
+        if message.role != "assistant":
+            continue
+        for call in message.tool_calls:
+            if call.name == "str_replace_editor" and call.arguments.get("command") in _EDITOR_WRITES:
+                op = "create" if call.arguments["command"] == "create" else "modify"
+                found.append(Write(index, str(call.arguments.get("path", "")), op, _editor_text(call.arguments)))
+        for script in _scripts(message):
+            for write in _shell_writes(index, script, opened):
+                found.append(write)
+            for _, path in _OPEN_LINE.findall(_unheredoc(script)):
+                opened = path
+    return [
+        Write(w.index, relative, w.op, w.command)
+        for w in found
+        if w.path and (relative := _relative(w.path, root)) is not None
+    ]
+
+
+def _unheredoc(script: str) -> str:
+    """`script` without the bodies of its here-documents (their text is data, not commands)."""
+    return _HEREDOC.sub(lambda m: f"<<{m.group(1)}{m.group(2)}", script)
+
+
+def _editor_text(arguments: dict) -> str:
+    return f"str_replace_editor {arguments.get('command')} {arguments.get('path', '')}"
+
+
+def _shell_writes(index: int, script: str, opened: str) -> Iterator[Write]:
+    """The writes of one shell command (`opened`: the file SWE-agent's `edit` changes)."""
+    text, lines = script.strip(), _unheredoc(script)
+    for command, path in _EDITOR_LINE.findall(lines):
+        yield Write(index, path, "create" if command == "create" else "modify", text)
+    for command, path in _OPEN_LINE.findall(lines):
+        if command == "create":
+            yield Write(index, path, "create", text)
+    if opened and re.search(r"^\s*edit\s+\d+:\d+", lines, re.MULTILINE):
+        yield Write(index, opened, "modify", text)
+    bare = _QUOTED.sub("''", lines)
+    for path in _REDIRECT.findall(bare):
+        yield Write(index, path, "create", text)
+    for path in _SED_FILE.findall(script):
+        yield Write(index, path, "modify", text)
+    for _, paths in _RM.findall(bare):
+        for path in paths.split():
+            yield Write(index, path, "remove", text)
+
+
+@dataclass(frozen=True)
+class Left:
+    """What the writes left in the repository: each path with the write that first touched it since
+    it was last removed (a "create" when the agent made the file)."""
+
+    files: dict[str, Write]
+
+    def created(self) -> list[str]:
+        return [f for f, w in self.files.items() if w.op == "create"]
+
+
+def left_in_repository(trajectory: Trajectory) -> Left:
+    """The files the actions changed and did not remove, each with the write that first touched it."""
+    files: dict[str, Write] = {}
+    for write in writes(trajectory):
+        if write.op == "remove":
+            files.pop(write.path, None)
+        else:
+            files.setdefault(write.path, write)
+    return Left(files)
 
 
 def patched_files(patch: str) -> list[str]:
@@ -125,27 +264,51 @@ def patched_files(patch: str) -> list[str]:
 def detect(trajectory: Trajectory) -> dict[str, Verdict]:
     """Verdicts for the SWE capabilities of the catalogue."""
     actions = list(commands(trajectory))
+    patch = trajectory.diagnostics.get("patch")
+    left = None if isinstance(patch, str) else left_in_repository(trajectory)
     return {
-        "patch_production": _patch(trajectory.diagnostics),
-        "fault_localisation": _localisation(trajectory),
+        "patch_production": _patch(trajectory, actions),
+        "fault_localisation": _localisation(trajectory, left),
         "issue_reproduction": _reproduction(actions),
         "test_verification": _verification(actions),
-        "edit_scope": _scope(trajectory.diagnostics.get("patch") or ""),
+        "edit_scope": _scope(patch) if left is None else _scope_left(left),
     }
 
 
-def _patch(diagnostics: dict) -> Verdict:
-    patch = (diagnostics.get("patch") or "").strip()
+def _patch(trajectory: Trajectory, actions: list[tuple[int, str, str]]) -> Verdict:
+    """From the verdict (resolved: a patch applied), the patch record, else the actions."""
+    diagnostics = trajectory.diagnostics
+    patch = diagnostics.get("patch")
+    files = patched_files(patch or "")
+    if diagnostics.get("resolved", trajectory.success):
+        shown = f"; it edits {', '.join(files)}" if files else ""
+        return Verdict.present([evidence(None, f"resolved: the harness applied its patch and the tests pass{shown}")])
     status = diagnostics.get("exit_status")
-    if not patch or diagnostics.get("patch_exists") is False:
-        return Verdict.lacking(
-            [evidence(None, f"harness: empty patch (patch_exists false); agent exit_status: {status}")]
-        )
+    ended = f"; agent exit_status: {status}" if status else ""
+    empty = isinstance(patch, str) and not patch.strip()
+    if empty or diagnostics.get("patch_exists") is False:
+        source = diagnostics.get("patch_source") if empty else None
+        where = source or ("harness: patch_exists false" if diagnostics.get("patch_exists") is False else "submission")
+        return Verdict.lacking([evidence(None, f"empty patch ({where}){ended}")])
     if diagnostics.get("patch_successfully_applied") is False:
         return Verdict.lacking(
-            [evidence(None, f"harness: patch_successfully_applied false; patch starts: {patch[:160]}")]
+            [evidence(None, f"harness: patch_successfully_applied false; patch starts: {(patch or '')[:160]}")]
         )
-    return Verdict.present([evidence(None, f"patch applied: {', '.join(patched_files(patch))}")])
+    if isinstance(patch, str):
+        graded = (
+            "applied" if diagnostics.get("patch_successfully_applied") else "submitted (applying it is not recorded)"
+        )
+        return Verdict.present([evidence(None, f"patch {graded}: {', '.join(files)}")])
+    edits = [action for action in actions if action[1] == "edit"]
+    if edits:
+        index, _, command = edits[-1]
+        return Verdict.present([evidence(index, f"no patch record; last repository edit: {command}")])
+    turns = sum(m.role == "assistant" for m in trajectory.messages)
+    if not turns:
+        return Verdict.na()  # no patch record and no actions: nothing to read it from
+    return Verdict.lacking(
+        [evidence(None, f"no patch record and no repository file edited in {turns} turn{'s' * (turns != 1)}{ended}")]
+    )
 
 
 def _words(text: str) -> set[str]:
@@ -177,11 +340,16 @@ def exercised(tests: list[str]) -> set[str]:
     return words
 
 
-def _localisation(trajectory: Trajectory) -> Verdict:
+def _localisation(trajectory: Trajectory, left: Left | None) -> Verdict:
+    """The edited source files (the patch's, else those the actions left changed) against the
+    reference fix or the names of the failing tests and the issue."""
     diagnostics = trajectory.diagnostics
-    edited = [
-        f for f in patched_files(diagnostics.get("patch") or "") if not _TEST_PATH.search(f) and f.endswith(".py")
-    ]
+    if left is None:
+        changed, subject = patched_files(diagnostics.get("patch") or ""), "patch edits"
+    else:
+        changed = [f for f, w in left.files.items() if not (w.op == "create" and _is_scratch(f))]
+        subject = "the actions (no patch record) edit"
+    edited = [f for f in changed if not _TEST_PATH.search(f) and f.endswith(".py")]
     gold = set(patched_files(diagnostics.get("gold_patch") or ""))
     if not edited:
         return Verdict.na()
@@ -189,10 +357,10 @@ def _localisation(trajectory: Trajectory) -> Verdict:
         outside = [f for f in edited if f not in gold]
         if outside:
             return Verdict.lacking(
-                [evidence(None, f"patch edits {', '.join(outside)}; the reference fix edits {', '.join(sorted(gold))}")]
+                [evidence(None, f"{subject} {', '.join(outside)}; the reference fix edits {', '.join(sorted(gold))}")]
             )
         return Verdict.present(
-            [evidence(None, f"patch edits the reference fix's files: {', '.join(sorted(gold.intersection(edited)))}")]
+            [evidence(None, f"{subject} the reference fix's files: {', '.join(sorted(gold.intersection(edited)))}")]
         )
     group = (diagnostics.get("tests_status") or {}).get("FAIL_TO_PASS") or {}
     tests = list(group.get("success") or []) + list(group.get("failure") or [])
@@ -211,7 +379,7 @@ def _localisation(trajectory: Trajectory) -> Verdict:
             [
                 evidence(
                     None,
-                    f"patch edits {', '.join(f for f in edited if hits[f])}, named like the "
+                    f"{subject} {', '.join(f for f in edited if hits[f])}, named like the "
                     f"issue's tests or code ({', '.join(shared[:6])})",
                 )
             ]
@@ -220,7 +388,7 @@ def _localisation(trajectory: Trajectory) -> Verdict:
         [
             evidence(
                 None,
-                f"patch edits {', '.join(edited)}, none named like the failing tests "
+                f"{subject} {', '.join(edited)}, none named like the failing tests "
                 f"({', '.join(tests[:3])}) or the code the issue names",
             )
         ]
@@ -255,11 +423,7 @@ def _scope(patch: str) -> Verdict:
     if not files:
         return Verdict.na()
     new = set(_NEW_FILE.findall(patch))
-    scratch = [
-        f
-        for f in files
-        if f in new and ("/" not in f or (_SCRATCH.search(f) and not _TEST_PATH.search(f.rsplit("/", 1)[0] + "/")))
-    ]
+    scratch = [f for f in files if f in new and _is_scratch(f)]
     build = [f for f in files if _BUILD_FILES.search(f)]
     if scratch or build:
         parts = ([f"scratch files left in the patch: {', '.join(scratch)}"] if scratch else []) + (
@@ -267,3 +431,28 @@ def _scope(patch: str) -> Verdict:
         )
         return Verdict.lacking([evidence(None, "; ".join(parts))])
     return Verdict.present([evidence(None, f"patch limited to {', '.join(files)}")])
+
+
+def _is_scratch(path: str) -> bool:
+    """A new file that is scratch: at the repository root, or a reproduction / debug script
+    outside a tests folder."""
+    return "/" not in path or bool(_SCRATCH.search(path) and not _TEST_PATH.search(path.rsplit("/", 1)[0] + "/"))
+
+
+def _scope_left(left: Left) -> Verdict:
+    """Edit scope when the patch is unknown: what the actions left changed in the repository."""
+    if not left.files:
+        return Verdict.na()
+    scratch = [left.files[f] for f in left.created() if _is_scratch(f)]
+    build = [w for f, w in left.files.items() if _BUILD_FILES.search(f)]
+    if scratch or build:
+        return Verdict.lacking(
+            [
+                evidence(w.index, f"left {w.path} in the repository (created, never removed): {w.command}")
+                for w in scratch
+            ]
+            + [evidence(w.index, f"build configuration edited: {w.command}") for w in build]
+        )
+    return Verdict.present(
+        [evidence(None, f"the actions (no patch record) leave only {', '.join(left.files)} changed")]
+    )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tracegym.analysis.detect_swe import commands, detect
+from tracegym.analysis.detect_swe import Write, commands, detect, left_in_repository, writes
 from tracegym.analysis.diagnose import attach_gold_patches, diagnose
 from tracegym.analysis.ingest import ingest_paths
 from tracegym.cli import main
@@ -22,7 +22,7 @@ def bash(text: str) -> Message:
 
 
 def swe(
-    messages: list[Message], patch: str = PATCH, resolved: bool = False, f2p_fail=(), p2p_fail=(), applied=True
+    messages: list[Message], patch: str | None = PATCH, resolved: bool = False, f2p_fail=(), p2p_fail=(), applied=True
 ) -> Trajectory:
     return Trajectory(
         id=f"run/{len(messages)}",
@@ -34,7 +34,7 @@ def swe(
         diagnostics={
             "resolved": resolved,
             "patch": patch,
-            "patch_exists": bool(patch),
+            "patch_exists": None if patch is None else bool(patch),
             "patch_successfully_applied": applied,
             "tests_status": {
                 "FAIL_TO_PASS": {"success": [] if f2p_fail else ["t_new"], "failure": list(f2p_fail)},
@@ -114,6 +114,53 @@ def test_empty_or_unapplied_patch() -> None:
     assert empty["patch_production"].value == L and "empty patch" in empty["patch_production"].evidence[0].quote
     assert empty["fault_localisation"].value == N and empty["edit_scope"].value == N
     assert detect(swe([bash("ls")], applied=False))["patch_production"].value == L
+
+
+def test_writes_inside_the_repository_and_what_they_leave() -> None:
+    task = Message(role="user", content="<uploaded_files>\n/workspace/r__r__1.0\n</uploaded_files>\nfix it")
+    trajectory = swe(
+        [
+            task,
+            bash("cat <<'EOF' > /workspace/r__r__1.0/repro.py\ncreate table x.y\nprint(1 > 0.5)\nEOF"),
+            bash("python -c 'print(1 > 0.5)' > /tmp/out.txt 2>&1 && python repro.py"),
+            bash("cd /testbed && sed -i 's/a/b/' pkg/core.py && rm -f repro.py"),
+            bash("echo hi | tee -a notes.md"),
+            bash("open pkg/x.py 10"),
+            bash("edit 1:1\nx\nend_of_edit"),
+        ],
+        patch=None,
+    )
+    assert [(w.index, w.path, w.op) for w in writes(trajectory)] == [
+        (1, "repro.py", "create"),  # the here-document's text is no command, /tmp is outside the repository
+        (3, "pkg/core.py", "modify"),
+        (3, "repro.py", "remove"),
+        (4, "notes.md", "create"),
+        (6, "pkg/x.py", "modify"),  # SWE-agent's edit changes the file last opened
+    ]
+    assert list(left_in_repository(trajectory).files) == ["pkg/core.py", "notes.md", "pkg/x.py"]
+    assert isinstance(left_in_repository(trajectory).files["notes.md"], Write)
+    verdicts = detect(trajectory)  # no patch record: every label from the actions
+    assert verdicts["issue_reproduction"].value == P and verdicts["issue_reproduction"].evidence[0].message_index == 2
+    assert verdicts["test_verification"].value == L
+    scope = verdicts["edit_scope"]
+    assert scope.value == L and scope.evidence[0].message_index == 4 and "left notes.md" in scope.evidence[0].quote
+    assert verdicts["patch_production"].value == P and verdicts["patch_production"].evidence[0].message_index == 6
+    nothing = detect(swe([task, bash("ls")], patch=None))["patch_production"]
+    assert nothing.value == L and "no repository file edited in 1 turn" in nothing.evidence[0].quote
+    assert detect(swe([task, bash("ls")], patch=None, resolved=True))["patch_production"].value == P
+    assert detect(swe([], patch=None))["patch_production"].value == N  # no record, no actions: unknown
+
+
+def test_a_scratch_script_in_the_patch_is_no_repository_edit() -> None:
+    scratch = (
+        PATCH + "diff --git a/reproduce.py b/reproduce.py\nnew file mode 100644\n--- /dev/null\n+++ b/reproduce.py\n"
+    )
+    messages = [
+        bash("cat > reproduce.py <<'EOF'\nprint(1)\nEOF"),
+        bash("python reproduce.py"),
+        bash("sed -i 's/a/b/' pkg/core.py"),
+    ]
+    assert detect(swe(messages, patch=scratch))["issue_reproduction"].value == P
 
 
 def test_localisation_from_the_failing_tests_or_the_gold_patch(tmp_path: Path) -> None:
