@@ -27,8 +27,15 @@ those of the τ² Results `messages[]` (ingest keeps them one to one). Only aggr
 `--items` lists per-trajectory disagreements and is refused on the test half, so that the detectors
 are never tuned to its items.
 
+With `--v1` it measures the fresh τ-bench v1 round instead (labels/tau_v1_reference.json, halves by
+task from labels/tau_v1_sample.json, trajectories ingested from the v1 file in the data folder, ids
+`<file stem>/<index>`): the same κ table, failure-source agreement and selection, with the bootstrap
+intervals drawn over tasks rather than trajectories (trials of one task are not independent), and
+no second reading, rounds or folds.
+
     python benchmarks/diagnosis_agreement.py [--split tune|test] [--by-trajectory] [--round N] [--folds K] [--items]
         [--judge-url URL [--judge-runs N] ...]
+    python benchmarks/diagnosis_agreement.py --v1 [--split tune|test] [--items]
 """
 
 from __future__ import annotations
@@ -57,6 +64,8 @@ REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "labels" / "reference.json"
 SAMPLE = REPO / "labels" / "sample.json"  # the draw: each entry's "round" (after round 1), halves "task_split", "split"
 SECOND = REPO / "labels" / "second_reading.json"  # trajectories labelled again by other readers (old test half)
+V1_REFERENCE = REPO / "labels" / "tau_v1_reference.json"  # the τ-bench v1 round's labels, by (file, index)
+V1_SAMPLE = REPO / "labels" / "tau_v1_sample.json"  # its draw: each entry's "half" (by task)
 VALUES = ("NA", "PRESENT", "LACKING")
 SOURCES = ("agent", "user_simulator", "benchmark")
 GOAL = 0.6  # κ per capability and on failure source (issue 11)
@@ -77,27 +86,42 @@ def kappa(pairs: list[tuple[str, str]]) -> float | None:
     return None if expected == 1 else (observed - expected) / (1 - expected)
 
 
-def bootstrap_kappas(labellings: list[list[tuple[str, str]]], resamples: int = 2000, seed: int = 0) -> np.ndarray:
+def bootstrap_kappas(
+    labellings: list[list[tuple[str, str]]], resamples: int = 2000, seed: int = 0, groups: list[str] | None = None
+) -> np.ndarray:
     """κ of each labelling (equally long lists of (reference, labeller) pairs over the same items)
     on `resamples` resamples of the items with replacement, the same items for every labelling, so
     that a difference between labellings is paired: shape (resamples, labellings), NaN where a
-    resample holds one class only."""
+    resample holds one class only. With `groups` (one key per item, e.g. its task) whole groups are
+    resampled, every item of a drawn group coming with it (a cluster bootstrap)."""
     classes = sorted({value for pairs in labellings for pair in pairs for value in pair})
     code = {value: n for n, value in enumerate(classes)}
     k, items = len(classes), len(labellings[0])
     cells = np.array([[code[a] * k + code[b] for a, b in pairs] for pairs in labellings])  # (labellings, items)
-    drawn = np.random.default_rng(seed).integers(0, items, size=(resamples, items))
+    weights = _resample_weights(items, resamples, seed, groups)  # (resamples, items): times each item is drawn
     kappas = np.empty((resamples, len(labellings)))
     for column, row in enumerate(cells):
-        counts = (
-            np.stack([(row[drawn] == cell).sum(axis=1) for cell in range(k * k)], axis=1).reshape(resamples, k, k)
-            / items
-        )
+        counts = (weights @ np.eye(k * k)[row]).reshape(resamples, k, k) / weights.sum(axis=1)[:, None, None]
         observed = np.trace(counts, axis1=1, axis2=2)
         expected = (counts.sum(axis=2) * counts.sum(axis=1)).sum(axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
             kappas[:, column] = np.where(expected < 1, (observed - expected) / (1 - expected), np.nan)
     return kappas
+
+
+def _resample_weights(items: int, resamples: int, seed: int, groups: list[str] | None) -> np.ndarray:
+    """How often each of `items` items is drawn in each resample, shape (resamples, items): items
+    drawn with replacement, or with `groups` the groups (numbered in order of first appearance) drawn
+    with replacement, each bringing its items. Raises ValueError when `groups` is not one key per item."""
+    if groups is not None and len(groups) != items:
+        raise ValueError(f"{len(groups)} groups for {items} items")
+    order = {} if groups is None else {key: n for n, key in enumerate(dict.fromkeys(groups))}  # first seen first
+    member = np.arange(items) if groups is None else np.array([order[key] for key in groups], dtype=int)
+    units = items if groups is None else len(order)
+    drawn = np.random.default_rng(seed).integers(0, units, size=(resamples, units))
+    times = np.zeros((resamples, units))
+    np.add.at(times, (np.arange(resamples)[:, None], drawn), 1)
+    return times[:, member]
 
 
 def interval(samples: np.ndarray) -> tuple[float, float] | None:
@@ -106,9 +130,10 @@ def interval(samples: np.ndarray) -> tuple[float, float] | None:
     return None if not len(kept) else (float(np.percentile(kept, 2.5)), float(np.percentile(kept, 97.5)))
 
 
-def kappa_with_interval(pairs: list[tuple[str, str]]) -> str:
-    """κ and its 95% bootstrap interval over the items, e.g. "+0.38 [+0.25, +0.50]"."""
-    bounds = interval(bootstrap_kappas([pairs])[:, 0]) if pairs else None
+def kappa_with_interval(pairs: list[tuple[str, str]], groups: list[str] | None = None) -> str:
+    """κ and its 95% bootstrap interval over the items (over their `groups` when given, one key per
+    pair), e.g. "+0.38 [+0.25, +0.50]"."""
+    bounds = interval(bootstrap_kappas([pairs], groups=groups)[:, 0]) if pairs else None
     return _fmt(kappa(pairs)) + (f" [{_fmt(bounds[0])}, {_fmt(bounds[1])}]" if bounds else "")
 
 
@@ -125,7 +150,10 @@ class Item:
 
     @property
     def domain(self) -> str:
-        return self.entry["run_file"].split("/")[0]
+        """The run file's domain folder (τ²), else the domain ingest read from the run (τ-bench v1)."""
+        if "run_file" in self.entry:
+            return self.entry["run_file"].split("/")[0]
+        return self.trajectory.metadata.get("domain", "unknown")
 
 
 def sample_rounds() -> dict[tuple[str, str], int]:
@@ -153,6 +181,21 @@ def load_items(split: str, data: Path, round_: int | None = None, by_task: bool 
     files = sorted({e["run_file"] for e in entries})
     trajectories = {t.id: t for t in ingest_paths([data / "tau2" / "results" / f for f in files]).trajectories}
     return [Item(e, trajectories[f"{Path(e['run_file']).stem}/{e['sim_id']}"]) for e in entries]
+
+
+def load_v1_items(split: str, data: Path, reference: Path | None = None, sample: Path | None = None) -> list[Item]:
+    """The τ-bench v1 round's reference entries (`reference`, default V1_REFERENCE) on half `split`
+    of its draw (`sample`, default V1_SAMPLE: each entry's `half`, by (file, index)), in reference
+    order, each joined to trajectory `<file stem>/<index>` ingested from `data`/file."""
+    halves = {(e["file"], e["index"]): e["half"] for e in json.loads((sample or V1_SAMPLE).read_text(encoding="utf-8"))}
+    entries = [
+        e
+        for e in json.loads((reference or V1_REFERENCE).read_text(encoding="utf-8"))
+        if halves[(e["file"], e["index"])] == split
+    ]
+    files = sorted({e["file"] for e in entries})
+    trajectories = {t.id: t for t in ingest_paths([data / f for f in files]).trajectories}
+    return [Item(e, trajectories[f"{Path(e['file']).stem}/{e['index']}"]) for e in entries]
 
 
 def reference_labels(items: list[Item]) -> list[Label]:
@@ -201,8 +244,11 @@ def labelled(voted: dict[tuple[str, str], Label], item: Item, name: str) -> str:
     return label.value.value if label else "NA"
 
 
-def capability_agreement(items: list[Item], voted: dict[tuple[str, str], Label], names: list[str]) -> list[str]:
-    """Lines of the κ table (pooled and per domain) and the pooled confusion matrices."""
+def capability_agreement(
+    items: list[Item], voted: dict[tuple[str, str], Label], names: list[str], by_task: bool = False
+) -> list[str]:
+    """Lines of the κ table (pooled and per domain) and the pooled confusion matrices; the pooled κ3's
+    interval resamples trajectories, or with `by_task` tasks."""
     domains = sorted({i.domain for i in items})
     lines = [
         f"{'capability':<28} {'κ3 [95% interval]':>20} {'κ2':>6}   " + "  ".join(f"{d + ' κ3':>12}" for d in domains)
@@ -213,9 +259,10 @@ def capability_agreement(items: list[Item], voted: dict[tuple[str, str], Label],
         for item in items:
             pairs[item.domain].append((item.entry["labels"][name]["label"], labelled(voted, item, name)))
         pooled = [p for d in domains for p in pairs[d]]
+        groups = [task_key(i.trajectory) for d in domains for i in items if i.domain == d] if by_task else None
         binary = [(a == "LACKING", b == "LACKING") for a, b in pooled]
         lines.append(
-            f"{name:<28} {kappa_with_interval(pooled):>20} {_fmt(kappa(binary)):>6}   "
+            f"{name:<28} {kappa_with_interval(pooled, groups):>20} {_fmt(kappa(binary)):>6}   "
             + "  ".join(f"{_fmt(kappa(pairs[d])):>12}" for d in domains)
         )
         counts = Counter(pooled)
@@ -290,16 +337,16 @@ def evidence_located(items: list[Item], voted: dict[tuple[str, str], Label], nam
     return hits, total
 
 
-def source_agreement(items: list[Item], diagnosis: Diagnosis) -> list[str]:
-    pairs = [
-        (i.entry["failure_source"], diagnosis.sources[i.trajectory.id].source)
-        for i in items
-        if not i.trajectory.success and i.entry["failure_source"]
-    ]
+def source_agreement(items: list[Item], diagnosis: Diagnosis, by_task: bool = False) -> list[str]:
+    """Agreement on failure source over the failures the reference gives one, κ's interval over
+    trajectories or with `by_task` over tasks, and its confusion matrix."""
+    failures = [i for i in items if not i.trajectory.success and i.entry["failure_source"]]
+    pairs = [(i.entry["failure_source"], diagnosis.sources[i.trajectory.id].source) for i in failures]
+    groups = [task_key(i.trajectory) for i in failures] if by_task else None
     counts = Counter(pairs)
     agreed = sum(a == b for a, b in pairs)
     return [
-        f"failure source: {agreed}/{len(pairs)} agree, κ {kappa_with_interval(pairs)}; reference rows "
+        f"failure source: {agreed}/{len(pairs)} agree, κ {kappa_with_interval(pairs, groups)}; reference rows "
         f"{'/'.join(SOURCES)}, labeller columns: "
         + " | ".join(" ".join(f"{counts[(a, b)]:>2}" for b in SOURCES) for a in SOURCES)
     ]
@@ -347,6 +394,31 @@ def item_lines(
     return lines
 
 
+def measure_v1(split: str, data: Path, judge: JudgeConfig, items_wanted: bool = False) -> int:
+    """Print the agreement on half `split` of the τ-bench v1 round: the κ table and failure-source
+    agreement with intervals over tasks, evidence location, selection and, with `items_wanted` (tune
+    half only), the per-trajectory disagreements. Returns the exit status (0)."""
+    items = load_v1_items(split, data)
+    labeller = connect(judge) if judge.url else None
+    diagnosis = run_labeller(items, judge, labeller)
+    voted = voted_values(diagnosis)
+    names = list(items[0].entry["labels"])
+    tasks = len({task_key(i.trajectory) for i in items})
+    print(
+        f"{split} half of the τ-bench v1 round (halves by task): {len(items)} trajectories "
+        f"({sum(not i.trajectory.success for i in items)} failures) of {tasks} tasks, labeller "
+        f"{diagnosis.report.params.get('labeller')}; 95% intervals: bootstrap over the {tasks} tasks"
+    )
+    lines = capability_agreement(items, voted, names, by_task=True)
+    hits, total = evidence_located(items, voted, names)
+    lines.append(f"evidence at the reader's message: {hits}/{total} LACKING agreements")
+    lines += source_agreement(items, diagnosis, by_task=True) + selection_agreement(items, judge, labeller)[0]
+    if items_wanted:
+        lines += item_lines(items, diagnosis, voted, names)
+    print("\n".join(lines))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -368,15 +440,32 @@ def main(argv: list[str] | None = None) -> int:
         "--folds", type=int, default=0, help="also κ3 per capability on this many folds by run file (default 0: none)"
     )
     parser.add_argument("--items", action="store_true", help="list per-trajectory disagreements (tune half only)")
+    parser.add_argument(
+        "--v1",
+        action="store_true",
+        help="the fresh τ-bench v1 round (labels/tau_v1_reference.json, its halves by task) instead of the τ² "
+        "reference; κ intervals resample tasks",
+    )
     add_config_arguments(parser, JudgeConfig)
     args = parser.parse_args(argv)
     judge = resolve_config(JudgeConfig, args)
     if args.items and args.split != "tune":
         parser.error("--items is for the tune half only: the test half is read through aggregates")
+    if args.v1 and (args.by_trajectory or args.round_ or args.folds):
+        parser.error(
+            "--v1 has its own halves by task, one round and one run file: no --by-trajectory, --round, --folds"
+        )
     data = data_root()
-    if not (data / "tau2" / "results").is_dir():
-        print(f"skipped: {data / 'tau2' / 'results'} is absent (set TRACEGYM_SHARED_DATA)")
+    needed = (
+        sorted({data / e["file"] for e in json.loads(V1_SAMPLE.read_text(encoding="utf-8"))})
+        if args.v1
+        else [data / "tau2" / "results"]
+    )
+    if missing := [str(path) for path in needed if not path.exists()]:
+        print(f"skipped: {', '.join(missing)} is absent (set TRACEGYM_SHARED_DATA)")
         return 0
+    if args.v1:
+        return measure_v1(args.split, data, judge, args.items)
     items = load_items(args.split, data, args.round_, by_task=not args.by_trajectory)
     if not items:
         parser.error(
