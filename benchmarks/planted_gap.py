@@ -24,6 +24,7 @@ benchmarks/results/planted_gap.json) with the commit that ran them, after each g
 
     python benchmarks/planted_gap.py [--gaps G1,G2] [--config FILE] [--out DIR] [--result FILE]
     python benchmarks/planted_gap.py --scripted-only   # the model-free diagnosis check alone, seconds
+    python benchmarks/planted_gap.py --stop-after analysis  # each gap's diagnosis first, then carry on
 """
 
 from __future__ import annotations
@@ -71,11 +72,13 @@ def scripted_selection(trials: int = 2, slip_rate: float = 0.8) -> dict[str, dic
     return figures
 
 
-def run_gap(gap: str, config: Path, out: Path) -> float:
-    """Run (or resume) the loop with `gap` planted into `out`; returns the wall seconds of this call."""
+def run_gap(gap: str, config: Path, out: Path, stop_after: str | None) -> float:
+    """Run (or resume) the loop with `gap` planted into `out`, up to `stop_after` when given; returns
+    the wall seconds of this call."""
     started = time.perf_counter()
     command = [sys.executable, "-m", "tracegym.cli", "run", "--config", str(config), "--base-agent-gap", gap]
-    subprocess.run([*command, "--out", str(out)], check=True)
+    stop = ["--stop-after", stop_after] if stop_after else []
+    subprocess.run([*command, "--out", str(out), *stop], check=True)
     return time.perf_counter() - started
 
 
@@ -86,6 +89,11 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "planted_gap")
     parser.add_argument("--result", type=Path, default=REPO / "benchmarks" / "results" / "planted_gap.json")
     parser.add_argument("--scripted-only", action="store_true", help="only the model-free diagnosis check")
+    parser.add_argument(
+        "--stop-after",
+        choices=("analysis",),
+        help="every gap up to its diagnosis first (selection figures only); rerun without it to carry on",
+    )
     args = parser.parse_args()
     result = json.loads(args.result.read_text()) if args.result.is_file() else {"gaps": {}}
     result["scripted"] = {"commit": commit(), "trials": 2, "slip_rate": 0.8, "gaps": scripted_selection()}
@@ -95,12 +103,12 @@ def main() -> int:
         print(f"wrote {args.result}")
         return 0
     for gap in [g for g in args.gaps.split(",") if g]:
-        seconds = run_gap(gap, args.config, args.out / gap)
+        seconds = run_gap(gap, args.config, args.out / gap, args.stop_after)
         figures = gap_figures(args.out / gap, gap)
         result["gaps"][gap] = {**figures, "commit": commit(), "config": str(args.config.relative_to(REPO))}
         result["gaps"][gap]["last_call_seconds"] = round(seconds, 1)
         args.result.write_text(json.dumps(result, indent=1))
-        print("\n".join(format_gap(figures)), flush=True)
+        print("\n".join(format_gap(figures)[: 1 if args.stop_after else None]), flush=True)
     print(f"wrote {args.result}")
     return 0
 

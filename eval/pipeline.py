@@ -63,8 +63,14 @@ ROLLOUT_SEED = 2_024  # sampling seed of the base agent's train-split runs
 ROUTED = "router/routed"
 
 
-def run_pipeline(out_dir: str | Path, config: RunConfig) -> dict[str, object]:
-    """Run (or resume) every stage into `out_dir`; returns the summary also written to summary.json."""
+STOP_POINTS = ("trajectories", "analysis")  # stages `tracegym run --stop-after` may end a run at
+
+
+def run_pipeline(out_dir: str | Path, config: RunConfig, stop_after: str | None = None) -> dict[str, object]:
+    """Run (or resume) every stage into `out_dir`, or those up to `stop_after` (one of `STOP_POINTS`; a
+    later call without it carries on); returns the summary also written to summary.json."""
+    if stop_after is not None and stop_after not in STOP_POINTS:
+        raise ValueError(f"stop_after must be one of {', '.join(STOP_POINTS)}, got {stop_after!r}")
     check_model(config.model)
     run = RunDirectory(out_dir, config_dict(config), [Path(p) for p in config.inputs])
     with library_output_to(run.root):
@@ -75,10 +81,13 @@ def run_pipeline(out_dir: str | Path, config: RunConfig) -> dict[str, object]:
         else:
             inputs, policy = [run.root / RESULTS_FILE], str(run.root / "base_agent" / MODEL_DIR)
             stage("base_agent", lambda folder: _base_agent(folder, run.root, config))
-            if config.base_agent.gap:
-                stage("base_agent_nogap", lambda folder: _base_agent(folder, run.root, config, gap=""))
             stage("trajectories", lambda folder: _rollouts(folder, run.root, policy, config))
-        stage("analysis", lambda folder: _analyse(folder, run.root, inputs))
+        if stop_after != "trajectories":
+            stage("analysis", lambda folder: _analyse(folder, run.root, inputs))
+        if stop_after is not None:
+            return _stopped(run.root, config, stop_after)
+        if not config.inputs and config.base_agent.gap:  # the ceiling arm, needed only for the held-out arms
+            stage("base_agent_nogap", lambda folder: _base_agent(folder, run.root, config, gap=""))
         stage("envs", lambda folder: _synth(folder, run.root, config))
         specs = list(read_jsonl(run.root / "envs" / "env_specs.jsonl", EnvSpec))
         train_config = replace(config, model=policy)
@@ -108,6 +117,23 @@ def run_pipeline(out_dir: str | Path, config: RunConfig) -> dict[str, object]:
                 for arm in arms
             }
     (run.root / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def _stopped(root: Path, config: RunConfig, stop_after: str) -> dict[str, object]:
+    """The summary of a run ended at `stop_after`: the diagnosis's selection and, with a planted gap,
+    its figures so far."""
+    report = root / "analysis" / "capabilities.json"
+    selected = CapabilityReport.model_validate_json(report.read_text()).selected if report.is_file() else None
+    summary: dict[str, object] = {
+        "run_dir": str(root),
+        "model": config.model,
+        "stopped_after": stop_after,
+        "selected": selected,
+    }
+    if config.base_agent.gap and not config.inputs and selected is not None:
+        summary["planted_gap"] = gap_figures(root, config.base_agent.gap)
+    (root / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
 
 
@@ -338,8 +364,17 @@ def _summary(
 
 def format_summary(summary: dict[str, object]) -> str:
     """The closing table of `tracegym run`."""
+    head = f"run directory: {summary['run_dir']}   model: {summary['model']}"
+    if "stopped_after" in summary:
+        selected = summary["selected"]
+        lines = [head, f"stopped after {summary['stopped_after']} (rerun without --stop-after to carry on)"]
+        if selected is not None:
+            lines.append(f"selected capabilities: {', '.join(selected) or 'none'}")
+        if "planted_gap" in summary:
+            lines.append(format_gap(summary["planted_gap"])[0])  # planted against selected: no arm played yet
+        return "\n".join(lines)
     lines = [
-        f"run directory: {summary['run_dir']}   model: {summary['model']}",
+        head,
         f"selected capabilities: {', '.join(summary['selected']) or 'none'}",
         "held-out reward on each adapter's environment before -> after GRPO, "
         "with the paired 95% interval of the change",

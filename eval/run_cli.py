@@ -38,6 +38,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help=f"smoke-run sizes from {QUICK.name} (tiny model, minutes), under --config and flags",
     )
+    parser.add_argument(
+        "--stop-after",
+        choices=("trajectories", "analysis"),
+        help="end the run after this stage (the base agent's runs, or their diagnosis); rerun without it to carry on",
+    )
     add_config_arguments(parser, RunConfig)
     parser.set_defaults(run=run)
 
@@ -55,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     if args.inputs:
         config = replace(config, inputs=[str(p) for p in args.inputs])
     try:
-        summary = run_pipeline(args.out, config)
+        summary = run_pipeline(args.out, config, args.stop_after)
     except IngestError as error:
         raise UserError(str(error)) from None
     print(format_summary(summary))

@@ -116,3 +116,19 @@ def test_the_closing_table_gives_the_change_and_names_the_environment_and_its_cu
     assert "0.469   0.875  +0.406 [+0.250, +0.562]" in text
     assert "error_recovery: trained on error_recovery at n_packages=1, n_error_kinds=1 (calibrated)" in text
     assert "/r/adapters/error_recovery/learning_curve.png" in text and "policy_compliance: trained" not in text
+
+
+def test_stop_after_ends_the_run_there_and_a_later_run_carries_on(tmp_path):
+    config = RunConfig(model="tiny", max_adapters=0, inputs=example_inputs(tmp_path))
+    run = tmp_path / "run"
+    summary = run_pipeline(run, config, stop_after="trajectories")
+    assert summary["selected"] is None and "stopped after trajectories" in format_summary(summary)
+    assert list(json.loads((run / "run.json").read_text())["stages"]) == ["trajectories"]
+    summary = run_pipeline(run, config, stop_after="analysis")
+    assert summary["selected"], "the example run has capabilities to select"
+    assert f"selected capabilities: {', '.join(summary['selected'])}" in format_summary(summary)
+    assert list(json.loads((run / "run.json").read_text())["stages"]) == ["trajectories", "analysis"]
+    run_pipeline(run, config)
+    assert list(json.loads((run / "run.json").read_text())["stages"]) == ["trajectories", "analysis", "envs"]
+    with pytest.raises(ValueError, match="stop_after"):
+        run_pipeline(run, config, stop_after="envs")
