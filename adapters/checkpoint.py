@@ -75,7 +75,8 @@ def load_checkpoint(path: str | Path, model: PeftModel, optimizer: torch.optim.O
     missing = [key for key in result.missing_keys if "lora_" in key and f".{POLICY_ADAPTER}." in key]
     if missing:
         raise ValueError(f"{path}: checkpoint lacks adapter weights {missing[:3]}")
-    state = torch.load(path / STATE_FILE, weights_only=False)
+    # onto the CPU in every process, not the saving process's GPU; the optimizer moves its state to its weights
+    state = torch.load(path / STATE_FILE, weights_only=False, map_location="cpu")
     optimizer.load_state_dict(state.pop("optimizer"))
     set_rng_state(state.pop("rng"))
     return state

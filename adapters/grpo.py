@@ -2,7 +2,7 @@
 
 A loop of its own (why not a TRL `GRPOTrainer` subclass: docs/engineering.md, "adapters"): rollouts
 (tracegym.rollout), advantages (tracegym.adapters.credit), the clipped surrogate, AdamW on the
-LoRA weights, gradient clipping, exact-resume checkpoints, and `accelerate` for several GPUs.
+LoRA weights, gradient clipping, exact-resume checkpoints, and `accelerate` for several processes.
 
 One step: take `groups_per_step` training seeds; roll out `group_size` episodes per seed (the first
 round(hint_fraction · group_size) hinted; turn t of rollout r of seed s samples with
@@ -25,6 +25,17 @@ The ratio's denominator. With `mini_batches` = 1 every batch is used once, befor
 of the plain policy gradient) and no extra forward pass is spent on it. With `mini_batches` > 1
 the old log-probs are recomputed before the first update, with the hint-free prompt (the hint
 changed the sampling context, so the sampling log-probs are not the right denominator).
+
+Several processes (started by `accelerate launch` or torchrun; a GPU each, or shares of the CPU over
+gloo: `on_cpu`). Each process draws every num_processes-th of the step's training seeds and rolls
+out, scores and backpropagates only those groups; each optimizer step divides the loss by its
+token count over all processes and sums the LoRA gradients across processes in one all-reduce
+before clipping, so the step equals one process's on the same groups (tests/test_two_processes.py).
+The model is not wrapped in DistributedDataParallel, nor sharded (DeepSpeed and FSDP are refused):
+every process holds the whole model to generate. What depends on the number of processes: the
+seeds that replace flat groups (each process redraws its own), and with `mini_batches` > 1 which
+groups share an optimizer step (each process splits its own groups). Only the main process writes
+the log and checkpoints and shows the progress bar.
 """
 
 from __future__ import annotations
@@ -32,6 +43,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import random
 import time
 from collections.abc import Callable
@@ -40,7 +52,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from accelerate import Accelerator
+from accelerate import Accelerator, PartialState
+from accelerate.utils import DistributedType, broadcast, parse_flag_from_env
 from peft import PeftModel
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
@@ -59,6 +72,30 @@ from tracegym.synth_envs.base import Environment
 logger = logging.getLogger(__name__)
 LOG_FILE = "train_log.jsonl"
 CHECKPOINT_DIR = "checkpoint"
+# accelerate modes that shard the model itself: this loop generates with the whole model in each process
+SHARDED_MODES = (DistributedType.DEEPSPEED, DistributedType.FSDP, DistributedType.MEGATRON_LM)
+
+
+def on_cpu() -> bool:
+    """Whether the processes compute on the CPU: `accelerate launch --cpu` asked for it
+    (ACCELERATE_USE_CPU), or a launcher started several processes (WORLD_SIZE > 1: torchrun,
+    `accelerate launch --multi_gpu`) where torch sees no accelerator, which accelerate would
+    otherwise leave each on its own, unjoined, instead of joining them over gloo."""
+    several = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    return parse_flag_from_env("ACCELERATE_USE_CPU") or (several and not torch.accelerator.is_available())
+
+
+def process_state() -> PartialState:
+    """This process's place among the launched ones (one process when not launched), on the CPU per
+    `on_cpu`. Warns when `accelerate launch --cpu --num_processes N>1` started one process only (it
+    starts several on the CPU through MPI alone; torchrun or `accelerate launch --multi_gpu` do)."""
+    state = PartialState(cpu=on_cpu())
+    if state.num_processes == 1 and "MASTER_PORT" in os.environ and parse_flag_from_env("ACCELERATE_USE_CPU"):
+        logger.warning(
+            "one process: `accelerate launch --cpu` starts several only through MPI (--mpirun_hostfile); on the CPU "
+            "launch with `accelerate launch --multi_gpu --num_processes N` or `torchrun --nproc_per_node N`"
+        )
+    return state
 
 
 def varied_groups(episodes: list[Episode], group_size: int) -> list[list[Episode]]:
@@ -86,16 +123,25 @@ class TurnGRPOTrainer:
         self.config, self.rollout_config, self.tokenizer, self.env_factory = config, rollout, tokenizer, env_factory
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        self.accelerator = accelerator or Accelerator()
+        self.accelerator = accelerator or Accelerator(cpu=on_cpu())
+        if self.accelerator.distributed_type in SHARDED_MODES:
+            raise ValueError(
+                f"{self.accelerator.distributed_type.value} shards the model; GRPO needs all of it in each process"
+            )
         params = [p for p in model.parameters() if p.requires_grad]
         if not params:
             raise ValueError("the model has no trainable (LoRA) parameters")
+        self.trainable = params
         optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
         if config.groups_per_step % self.accelerator.num_processes:
             raise ValueError(
                 f"groups_per_step {config.groups_per_step} must divide among {self.accelerator.num_processes} processes"
             )
-        self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
+        # not wrapped in DistributedDataParallel: its hooks all-reduce at every backward pass and its buffers at
+        # every forward, while processes here run as many of each as their groups need (_reduce_gradients)
+        self.model = model.to(self.accelerator.device)
+        self.optimizer = self.accelerator.prepare(optimizer)
+        self._sync_trainable()
         self.bf16 = use_bf16(config.bf16, self.accelerator.device.type)
         self.train_lo, span = train_seeds[0], train_seeds[1] - train_seeds[0]
         if span < config.groups_per_step:
@@ -107,6 +153,35 @@ class TurnGRPOTrainer:
     @property
     def policy(self) -> PeftModel:
         return self.accelerator.unwrap_model(self.model)
+
+    # -- processes ---------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def _sync_trainable(self) -> None:
+        """Every process starts from the main process's trainable weights (frozen ones come from the
+        same files in every process)."""
+        if self.accelerator.num_processes > 1:
+            for param in self.trainable:
+                broadcast(param.data, from_process=0)
+
+    def _sum(self, values: list[float]) -> list[float]:
+        """`values` summed element-wise over the processes (float64; every process passes as many)."""
+        acc = self.accelerator
+        if acc.num_processes == 1:
+            return list(values)
+        return acc.reduce(torch.tensor(values, dtype=torch.float64, device=acc.device), reduction="sum").tolist()
+
+    @torch.no_grad()
+    def _reduce_gradients(self) -> None:
+        """Sum the trainable weights' gradients over the processes, in one all-reduce (a process that
+        trained no group adds zeros), so every process steps on the gradient of the whole batch."""
+        acc = self.accelerator
+        if acc.num_processes == 1:
+            return
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.trainable]
+        total = acc.reduce(torch.cat([g.reshape(-1) for g in grads]), reduction="sum")
+        for param, flat in zip(self.trainable, total.split([p.numel() for p in self.trainable])):
+            param.grad = flat.view_as(param).to(param.dtype)
 
     # -- one step ----------------------------------------------------------------------------
 
@@ -221,32 +296,34 @@ class TurnGRPOTrainer:
 
     def update(self, episodes: list[Episode] | None, advantages: torch.Tensor | None = None) -> dict[str, float]:
         """AdamW steps on the clipped surrogate over `episodes` with their (B, T) per-token
-        `advantages`, whole groups per step (_step_groups); a process without episodes still joins
-        the gradient all-reduce with a zero loss."""
+        `advantages`, whole groups per step (_step_groups). Each step's loss is the token mean over
+        every process's groups: each process backpropagates its groups' surrogate divided by the
+        step's token count over all processes, and the gradients are summed across processes
+        (`_reduce_gradients`; a process without episodes adds zeros). Returns the loss (mean over the
+        steps), the clip fraction and the trained tokens, all over every process."""
         config, acc = self.config, self.accelerator
         parts = self._step_groups(episodes, advantages)
         self.model.train()
         olds = [self._old_logprobs(part) for part in parts] if len(parts) > 1 else None
-        losses, clipped, tokens_seen = [], 0.0, 0.0
+        local_tokens = [float(sum(group.loss_mask.sum() for group in part)) for part in parts]
+        step_tokens = [max(tokens, 1.0) for tokens in self._sum(local_tokens)]
+        losses, clipped = [], 0.0
         for index, part in enumerate(parts):
             self.optimizer.zero_grad(set_to_none=True)
-            if not part:
-                acc.backward(sum((p * 0.0).sum() for p in self.policy.parameters() if p.requires_grad))
-            else:
-                tokens = sum(group.loss_mask.sum() for group in part).clamp(min=1.0).item()
-                total = 0.0
-                for number, group in enumerate(part):
-                    old = olds[index][number].to(acc.device) if olds else None
-                    group_loss, group_clipped = self._group_backward(group.to(acc.device), old, tokens)
-                    total += group_loss
-                    clipped += group_clipped
-                losses.append(total)
-                tokens_seen += tokens
-            acc.clip_grad_norm_([p for p in self.policy.parameters() if p.requires_grad], config.max_grad_norm)
+            total = 0.0
+            for number, group in enumerate(part):
+                old = olds[index][number].to(acc.device) if olds else None
+                group_loss, group_clipped = self._group_backward(group.to(acc.device), old, step_tokens[index])
+                total += group_loss
+                clipped += group_clipped
+            losses.append(total)
+            self._reduce_gradients()
+            acc.clip_grad_norm_(self.trainable, config.max_grad_norm)
             self.optimizer.step()
         self.model.eval()
+        *losses, clipped, tokens_seen = self._sum([*losses, clipped, sum(local_tokens)])
         return {
-            "loss": float(np.mean(losses)) if losses else None,
+            "loss": float(np.mean(losses)) if tokens_seen else None,
             "clip_fraction": clipped / tokens_seen if tokens_seen else 0.0,
             "train_tokens": tokens_seen,
             "optimizer_steps": len(parts),
