@@ -4,6 +4,11 @@ benchmarks/learning.py call this.
 
 Layout of `out_dir`: `warm_start/` (the SFT adapter, reused on rerun), `calibration.json`,
 `checkpoint/` (exact resume), `heldout_before.json`, then the final artifacts at the top level.
+
+Under several processes (a launcher's, `tracegym.adapters.grpo.process_state`), the warm start is
+the SFT trainer's data parallelism, every process calibrates (the main one's knobs are kept), the
+held-out seeds and the GRPO groups are split among the processes, and only the main process writes
+files; every process reads `out_dir` (on several machines, a folder they all see).
 """
 
 from __future__ import annotations
@@ -12,18 +17,18 @@ import dataclasses
 import functools
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from accelerate import PartialState
+from accelerate.utils import broadcast_object_list, gather_object
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from tracegym.adapters.artifacts import write_artifacts
 from tracegym.adapters.checkpoint import find_checkpoint
 from tracegym.adapters.config import TrainConfig
-from tracegym.adapters.grpo import CHECKPOINT_DIR, TurnGRPOTrainer, read_log
-from tracegym.adapters.heldout import HeldoutScores, compare, score_heldout
+from tracegym.adapters.grpo import CHECKPOINT_DIR, TurnGRPOTrainer, process_state, read_log
+from tracegym.adapters.heldout import METRICS, HeldoutScores, compare, score_heldout
 from tracegym.adapters.lora import add_reference, attach_lora
 from tracegym.adapters.sft import warm_start
 from tracegym.config import TINY_MODEL, RolloutConfig, config_dict
@@ -69,17 +74,47 @@ def calibrate_to_policy(
     policy_name: str,
 ) -> EnvSpec:
     """The spec with knobs searched against `policy` at the rollout temperature; the curve goes to
-    `out_file` (reused on rerun)."""
-    if out_file.is_file():
+    `out_file` (reused on rerun). Under several processes every one searches, on the same seeds
+    (waiting for the main one instead could outlast a collective's timeout), the main one writes the
+    file, and all take the main one's knobs."""
+    state = process_state()
+    found_before = out_file.is_file()
+    state.wait_for_everyone()  # every process has looked before the main one writes
+    if found_before:
         found = json.loads(out_file.read_text())["families"][0]
     else:
-        measure = backend_measure(HFBackend(policy, tokenizer, batch_size=32), rollout)
-        result = calibrate(spec.family, measure, calibration, policy_name)
-        write_calibrations([result], out_file)
+        backend = HFBackend(policy, tokenizer, batch_size=32)
+        result = calibrate(
+            spec.family, backend_measure(backend, rollout, state.is_main_process), calibration, policy_name
+        )
+        if state.is_main_process:
+            write_calibrations([result], out_file)
         found = result.as_dict()
+    found = broadcast_object_list([found])[0]
     logger.info("calibrated %s to %s (mean in band: %s)", spec.family, found["knobs"], found["in_band"])
     summary = {"calibrated": True, "in_band": found["in_band"], "accepted": found["accepted"], "policy": policy_name}
     return spec.model_copy(update={"knobs": {**spec.knobs, **found["knobs"]}, "calibration": summary})
+
+
+def merge_scores(parts: list[HeldoutScores]) -> HeldoutScores:
+    """One HeldoutScores of consecutive shards of the same seeds, in order (each with the same
+    `sampled_rollouts`)."""
+    return HeldoutScores(
+        [seed for part in parts for seed in part.seeds],
+        *([value for part in parts for value in getattr(part, metric)] for metric in METRICS),
+        parts[0].sampled_rollouts,
+    )
+
+
+def score_sharded(score: Callable[..., HeldoutScores], policy: PreTrainedModel, seeds: Sequence[int]) -> HeldoutScores:
+    """`score(policy, seeds=...)` with the seeds split among the processes (consecutive shares,
+    `PartialState.split_between_processes`), the shares gathered into every process in seed order.
+    Equal to one process's scores: an episode's sampling depends on its seed, not on its batch."""
+    state = process_state()
+    with state.split_between_processes(list(seeds)) as share:
+        mine = score(policy, seeds=share) if share else None
+    parts = gather_object([mine])
+    return merge_scores([part for part in parts if part is not None])
 
 
 def train_adapter(
@@ -104,7 +139,8 @@ def train_adapter(
     if not resume and find_checkpoint(out_dir / CHECKPOINT_DIR) is not None:
         raise FileExistsError(f"{out_dir} already holds a training checkpoint: resume it or use a fresh folder")
     factory = env_factory or env_factory_for(env_spec)
-    state = PartialState()  # one process, or each of `accelerate launch`'s; files are written by the main one
+    state = process_state()  # one process, or each of a launcher's; files are written by the main one
+    progress = progress and state.is_main_process
     model, tokenizer = load_base(config.model)
     adapter_dir = None
     if config.warm_start.enabled:
@@ -133,7 +169,7 @@ def train_adapter(
     config = dataclasses.replace(config, rollout=fit_turn_budget(config.rollout, factory(), tokenizer))
     logger.info("turn budget for %s: %d tokens", env_spec.family, config.rollout.max_new_tokens)
     eval_seeds = range(env_spec.eval_seeds[0], min(env_spec.eval_seeds[0] + config.eval.seeds, env_spec.eval_seeds[1]))
-    evaluate = functools.partial(
+    score = functools.partial(
         score_heldout,
         tokenizer=tokenizer,
         env_factory=factory,
@@ -143,8 +179,11 @@ def train_adapter(
         greedy=config.eval.greedy,
         progress=progress,
     )
+    evaluate = functools.partial(score_sharded, score, seeds=eval_seeds)
     before_file = out_dir / "heldout_before.json"
-    if config.eval.seeds and not before_file.is_file():
+    scored_before = before_file.is_file()
+    state.wait_for_everyone()  # every process has looked before the main one writes
+    if config.eval.seeds and not scored_before:
         before = evaluate(policy)
         if state.is_main_process:
             before_file.write_text(json.dumps(before.to_dict()))

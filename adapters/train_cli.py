@@ -4,12 +4,20 @@ ENV_SPEC is an EnvSpec JSON file (family + knobs + seed ranges, as `tracegym syn
 family name (its default knobs). Settings come from `TrainConfig` (flags, or `--config FILE`).
 Exit codes: 0 trained, 1 bad input (unreadable spec, unknown family, a checkpoint in DIR without
 --resume).
+
+Several processes (one per GPU, or per CPU share) train one adapter when a launcher starts the
+command, e.g. `accelerate launch --multi_gpu --num_processes 2 -m tracegym.cli train ...` (on the
+CPU too: accelerate's `--cpu` starts several processes only through MPI) or `torchrun
+--nproc_per_node 2 -m tracegym.cli train ...`: each process rolls out its share of the GRPO groups
+and of the held-out seeds, the gradients are summed across processes, and only the main process
+writes files, logs and prints.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -43,14 +51,21 @@ def load_env_spec(text: str) -> EnvSpec:
 
 
 def run_train(args: argparse.Namespace) -> int:
+    """Train; under several processes (a launcher's) only the main one logs below warnings and prints."""
+    from tracegym.adapters.grpo import process_state
     from tracegym.adapters.train import train_adapter
 
     spec = load_env_spec(args.env_spec)
     config = resolve_config(TrainConfig, args)
+    main_process = process_state().is_main_process
+    if not main_process:
+        logging.getLogger().setLevel(logging.WARNING)
     try:
         artifact = train_adapter(spec, args.out, config, resume=args.resume)
     except FileExistsError as error:
         raise UserError(f"{error} (pass --resume)") from error
+    if not main_process:
+        return 0
     print(
         json.dumps(
             {
