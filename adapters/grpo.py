@@ -40,6 +40,7 @@ the log and checkpoints and shows the progress bar.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -91,11 +92,16 @@ def process_state() -> PartialState:
     starts several on the CPU through MPI alone; torchrun or `accelerate launch --multi_gpu` do)."""
     state = PartialState(cpu=on_cpu())
     if state.num_processes == 1 and "MASTER_PORT" in os.environ and parse_flag_from_env("ACCELERATE_USE_CPU"):
-        logger.warning(
-            "one process: `accelerate launch --cpu` starts several only through MPI (--mpirun_hostfile); on the CPU "
-            "launch with `accelerate launch --multi_gpu --num_processes N` or `torchrun --nproc_per_node N`"
-        )
+        _warn_one_cpu_process()
     return state
+
+
+@functools.cache
+def _warn_one_cpu_process() -> None:
+    logger.warning(
+        "one process: `accelerate launch --cpu` starts several only through MPI (--mpirun_hostfile); on the CPU "
+        "launch with `accelerate launch --multi_gpu --num_processes N` or `torchrun --nproc_per_node N`"
+    )
 
 
 def varied_groups(episodes: list[Episode], group_size: int) -> list[list[Episode]]:
