@@ -33,6 +33,7 @@ HELDOUT_SEEDS = range(100, 105)  # five: an uneven split between two processes
 # AdamW's first step is blind to the gradient's scale, so the gradients are compared as well as the weights.
 GRADIENT_ATOL = WEIGHT_ATOL = 1e-6
 LOSS_RTOL = 1e-5
+pytestmark = pytest.mark.slow  # launches three pairs of processes: about 45 s on 2 cores
 
 # -- the worker ------------------------------------------------------------------------------
 
