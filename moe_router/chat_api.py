@@ -13,6 +13,21 @@ well-formed calls and nothing malformed, they come back as OpenAI `tool_calls` (
 JSON string) with the prose outside the tags as `content` (stripped; None when empty) and
 finish_reason "tool_calls". Otherwise the raw text is the `content`, so a client sees exactly what
 the model wrote (a malformed call included).
+
+`tool_choice`: "auto" (default) and "none" (tools left out of the prompt) as OpenAI; "required"
+and a named function (`{"type": "function", "function": {"name": ...}}`) constrain the reply's
+opening to `<tool_call>{"name": "<one of the tools, or the named one>", "arguments": ` and, when
+the finished reply is still not a well-formed call of an allowed tool (arguments that are not a
+JSON object, a reply cut at max_tokens), the server answers an error instead of a reply.
+`response_format`: {"type": "text"} is accepted; JSON formats are refused with 400 (no
+JSON-constrained decoding here).
+
+Log-probabilities as vLLM's OpenAI server returns them: `logprobs: true` (and `top_logprobs`, 0 to
+20) gives `choices[0].logprobs.content`, one `{token, logprob, bytes, top_logprobs}` per generated
+token (the end-of-turn token included); each `top_logprobs` lists the sampled token first, then
+the most likely others, `top_logprobs` entries in all. vLLM's extra field
+`return_tokens_as_token_ids: true` writes every `token` as "token_id:<id>"
+(`tracegym.moe_router.logprobs`).
 """
 
 from __future__ import annotations
@@ -20,12 +35,16 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tracegym.schema import Message, ToolCall
 from tracegym.toolcalls import parse_tool_calls, tools_system_prompt
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 TOOL_CALL_TAG = "<tool_call>"
 
@@ -80,15 +99,40 @@ class Tool(BaseModel):
         return function
 
 
+class FunctionName(BaseModel):
+    name: str
+
+
+class NamedToolChoice(BaseModel):
+    """`tool_choice` naming the function the reply must call."""
+
+    type: Literal["function"]
+    function: FunctionName
+
+
+class ResponseFormat(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    type: Literal["text", "json_object", "json_schema"]
+
+
+MAX_TOP_LOGPROBS = 20
+
+
 class ChatRequest(BaseModel):
-    """The fields of an OpenAI chat-completions request this server reads. Defaults: temperature 1,
-    top_p 1, max_tokens the server's default (capped by the context window)."""
+    """The fields of an OpenAI chat-completions request this server reads (with vLLM's
+    `return_tokens_as_token_ids`). Defaults: temperature 1, top_p 1, max_tokens the server's
+    default (capped by the context window), no log-probabilities. `check_request` checks what
+    the fields' types cannot."""
 
     model_config = ConfigDict(extra="ignore")
     model: str
     messages: list[ChatMessage] = Field(min_length=1)
     tools: list[Tool] | None = None
-    tool_choice: Literal["none", "auto"] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    response_format: ResponseFormat | None = None
+    logprobs: bool = False
+    top_logprobs: int | None = Field(None, ge=0, le=MAX_TOP_LOGPROBS)
+    return_tokens_as_token_ids: bool | None = None
     temperature: float = Field(1.0, ge=0.0, le=2.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_tokens: int | None = Field(None, ge=1)
@@ -111,6 +155,64 @@ class ChatRequest(BaseModel):
 
     def requested_tokens(self) -> int | None:
         return self.max_completion_tokens or self.max_tokens
+
+    def required_tools(self) -> list[str] | None:
+        """The functions the reply must call one of (`tool_choice` "required" or named), else None."""
+        if isinstance(self.tool_choice, NamedToolChoice):
+            return [self.tool_choice.function.name]
+        if self.tool_choice == "required":
+            return [tool.function["name"] for tool in self.tools or []]
+        return None
+
+    def top_count(self) -> int | None:
+        """How many top tokens to report per generated token (None: no log-probabilities)."""
+        return (self.top_logprobs or 0) if self.logprobs else None
+
+
+def check_request(request: ChatRequest) -> None:
+    """Raise RequestError (400) for a request the fields' types allow but this server cannot
+    honour: a required or named tool without tools, an unknown named tool, a JSON response
+    format, `top_logprobs` without `logprobs`."""
+    choice = request.tool_choice
+    if isinstance(choice, NamedToolChoice) or choice == "required":
+        shown = f"function '{choice.function.name}'" if isinstance(choice, NamedToolChoice) else "'required'"
+        if not request.tools:
+            raise RequestError(400, f"tool_choice {shown} needs tools", "invalid_tool_choice")
+        names = [tool.function["name"] for tool in request.tools]
+        if isinstance(choice, NamedToolChoice) and choice.function.name not in names:
+            raise RequestError(
+                400, f"tool_choice names function '{choice.function.name}', not among the tools: {', '.join(names)}"
+            )
+    if request.response_format is not None and request.response_format.type != "text":
+        raise RequestError(
+            400,
+            f"response_format type '{request.response_format.type}' is not supported: this server has no "
+            "JSON-constrained decoding; send {'type': 'text'} or leave response_format out",
+            "unsupported_response_format",
+        )
+    if request.top_logprobs is not None and not request.logprobs:
+        raise RequestError(400, "when using `top_logprobs`, `logprobs` must be set to true", "invalid_logprobs")
+
+
+def call_openings(names: Sequence[str], tokenizer: PreTrainedTokenizerBase) -> tuple[tuple[int, ...], ...]:
+    """Token sequences of `<tool_call>{"name": "NAME", "arguments": ` for each function name: the
+    openings a reply that must call one of `names` is held to."""
+    texts = [f'{TOOL_CALL_TAG}{json.dumps({"name": name})[:-1]}, "arguments": ' for name in names]
+    return tuple(tuple(tokenizer(text, add_special_tokens=False)["input_ids"]) for text in texts)
+
+
+def tool_choice_problem(text: str, allowed: Sequence[str]) -> str | None:
+    """Why the reply `text` is not what a required tool choice asks for: well-formed calls of
+    the `allowed` functions only (None when it is)."""
+    turn = parse_tool_calls(text)
+    if turn.errors:
+        return f"the reply's tool call is malformed: {turn.errors[0].reason}"
+    if not turn.calls:
+        return "the reply holds no tool call"
+    wrong = [call.name for call in turn.calls if call.name not in allowed]
+    if wrong:
+        return f"the reply calls '{wrong[0]}', not one of {', '.join(allowed)}"
+    return None
 
 
 def to_messages(request: ChatRequest) -> list[Message]:
@@ -173,8 +275,16 @@ def reply_message(text: str) -> tuple[dict[str, Any], bool]:
     return {"role": "assistant", "content": turn.text or None, "tool_calls": calls}, True
 
 
-def completion(model: str, text: str, finish: str, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
-    """A `chat.completion` object; `finish` is "stop" or "length" (tool calls make it "tool_calls")."""
+def completion(
+    model: str,
+    text: str,
+    finish: str,
+    prompt_tokens: int,
+    completion_tokens: int,
+    logprobs: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A `chat.completion` object; `finish` is "stop" or "length" (tool calls make it "tool_calls");
+    `logprobs`: the `logprobs.content` entries (None: not asked for)."""
     message, has_calls = reply_message(text)
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
@@ -185,6 +295,7 @@ def completion(model: str, text: str, finish: str, prompt_tokens: int, completio
             {
                 "index": 0,
                 "message": message,
+                "logprobs": None if logprobs is None else {"content": logprobs},
                 "finish_reason": "tool_calls" if has_calls and finish == "stop" else finish,
             }
         ],

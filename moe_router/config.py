@@ -64,7 +64,9 @@ class ServeConfig:
 
     flag_prefix: ClassVar[str] = ""
     model_name: str = option(
-        "tracegym", "model id of the token-routed mixture (NAME:task, NAME:base, NAME:<adapter> too)"
+        "tracegym",
+        "model id of what is served: a routed folder's token-routed mixture (NAME:task, NAME:base, "
+        "NAME:<adapter> too), or a base model (its LoRA adapters go by their own names)",
     )
     host: str = option("127.0.0.1", "address to bind (default: this machine only)")
     port: int = option(8000, "TCP port (0: any free port)")
@@ -85,16 +87,34 @@ class ServeConfig:
         )
     )
 
+    lora: list[str] = option(
+        help="LoRA adapters served on a base model from the start, as NAME=PATH (repeat --lora)",
+        factory=list,
+        flag=False,
+    )
+    lora_root: list[str] = option(
+        help="folders under which POST /v1/load_lora_adapter may load adapters at run time (repeat "
+        "--lora-root); none: loading and unloading at run time are off",
+        factory=list,
+        flag=False,
+    )
+    max_loras: int = option(4, "LoRA adapters a base model holds at once (each takes a slot of --max-lora-rank)")
+    max_lora_rank: int = option(16, "largest LoRA rank an adapter of a base model may have")
+
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in [0, 65535], got {self.port}")
-        for name in ("max_batch_size", "max_queue", "max_tokens", "max_body_bytes"):
+        for name in ("max_batch_size", "max_queue", "max_tokens", "max_body_bytes", "max_loras", "max_lora_rank"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.batch_wait_ms < 0 or (self.max_context is not None and self.max_context < 2):
             raise ValueError("batch_wait_ms must be non-negative and max_context at least 2")
         if not self.model_name or ":" in self.model_name:
             raise ValueError(f"model_name must be non-empty without ':', got {self.model_name!r}")
+        for entry in self.lora:
+            name, _, path = entry.partition("=")
+            if not name or not path:
+                raise ValueError(f"lora entries are NAME=PATH, got {entry!r}")
         key = self.api_key
         if key is not None and not (key and key.isascii() and key.isprintable() and " " not in key):
             raise ValueError("api_key must be non-empty printable ASCII without spaces (what an HTTP header carries)")

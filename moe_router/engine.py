@@ -5,24 +5,40 @@ Requests wait in a queue of at most `max_queue` (a full queue refuses at once: t
 settings (greedy, or the same temperature and top_p), up to `max_batch_size`, waiting up to
 `batch_wait_s` for more to arrive, and generates them in one left-padded `generate` call (KV
 cache). Rows may use different routes: each row's slot is forced (a single adapter, the base,
-the task router's choice) or left to the gates (`MixtureRouter.routing_rows`). Each row stops by
-itself (end of turn, its own max_tokens, its stop strings, or its client gone); every sampled
-token is handed to the request's `TokenSink` as it is produced, so replies stream.
+the task router's choice, a LoRA adapter named by the request and looked up when its batch starts)
+or left to the gates (`MixtureRouter.routing_rows`). Each row stops by itself (end of turn, its own
+max_tokens, its stop strings, or its client gone); every sampled token, the end-of-turn token
+included, is handed to the request's `TokenSink` as it is produced, so replies stream.
+
+Per row, on request: the log-probability of each sampled token and the most likely tokens at that
+step, under the model's distribution before temperature and top_p (vLLM's default "raw" logprobs);
+and an opening the reply must start with (one of several token sequences: the tokens that cannot
+continue one are masked), which is how a tool call is required.
+
+A batch holds the model from start to end: `exclusive()` waits for it and keeps the next from
+starting, so that adapter weights change between batches only.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
 from torch import nn
-from transformers import PreTrainedTokenizerBase, StoppingCriteria, StoppingCriteriaList
+from transformers import (
+    LogitsProcessor,
+    LogitsProcessorList,
+    PreTrainedTokenizerBase,
+    StoppingCriteria,
+    StoppingCriteriaList,
+)
 
 from tracegym.moe_router.mixture import MixtureRouter
 
@@ -30,10 +46,20 @@ logger = logging.getLogger(__name__)
 GATED = -1  # a row the gates route
 
 
-class TokenSink(Protocol):
-    """Where a request's tokens go (called from the worker thread)."""
+@dataclass(frozen=True)
+class TokenLogprob:
+    """A sampled token's natural-log probability and the `top` most likely tokens of its step as
+    (token id, log-probability), most likely first."""
 
-    def token(self, token_id: int) -> None: ...
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()
+
+
+class TokenSink(Protocol):
+    """Where a request's tokens go (called from the worker thread); `logprob` is None unless the
+    request asked for log-probabilities."""
+
+    def token(self, token_id: int, logprob: TokenLogprob | None = None) -> None: ...
 
     def end(self, finish_reason: str) -> None: ...
 
@@ -47,7 +73,11 @@ class QueueFull(Exception):
 @dataclass
 class GenerationRequest:
     """One prompt to complete. `slot`: forced slot, `GATED` for the gates, or None to ask
-    `choose_slot` (the task router) in the worker. `stops`: strings that end the reply."""
+    `choose_slot` (the task router) in the worker; `adapter`: a LoRA adapter's name, whose slot the
+    engine's `adapter_slot` gives when the batch starts (the request fails if it is gone by then).
+    `stops`: strings that end the reply. `logprobs`: None (none), or how many of the most likely
+    tokens to report beside each sampled one (0 to 20). `openings`: token sequences the reply must
+    start with one of (empty: free)."""
 
     prompt: list[int]
     max_new_tokens: int
@@ -57,6 +87,9 @@ class GenerationRequest:
     slot: int | None = GATED
     task: str | None = None
     stops: tuple[str, ...] = ()
+    adapter: str | None = None
+    logprobs: int | None = None
+    openings: tuple[tuple[int, ...], ...] = ()
     cancelled: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -64,28 +97,67 @@ class GenerationRequest:
         return (0.0, 1.0) if self.temperature == 0 else (self.temperature, self.top_p)
 
 
-class _RowStopper(StoppingCriteria):
-    """Per-row bookkeeping after each sampled token: hand it to the row's sink, decide whether the
-    row is done (end of turn, max tokens, stop string, cancelled)."""
+class _RawScores(LogitsProcessor):
+    """Keeps the log-softmax of each step's scores as they reach it (before temperature and top_p,
+    which transformers applies after every processor passed to `generate`); changes nothing."""
 
-    def __init__(self, requests: Sequence[GenerationRequest], tokenizer: PreTrainedTokenizerBase) -> None:
-        self.requests, self.tokenizer, self.eos = requests, tokenizer, tokenizer.eos_token_id
+    def __init__(self) -> None:
+        self.latest: torch.Tensor | None = None
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        self.latest = scores.float().log_softmax(-1)
+        return scores
+
+
+class _Openings(LogitsProcessor):
+    """Rows that must open with one of several token sequences: while a row's tokens are a proper
+    prefix of some of its sequences, only their next tokens may be sampled."""
+
+    def __init__(self, openings: Sequence[tuple[tuple[int, ...], ...]], prompt_length: int) -> None:
+        self.openings, self.prompt_length = openings, prompt_length
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        step = input_ids.shape[1] - self.prompt_length
+        for row, options in enumerate(self.openings):
+            if not options:
+                continue
+            written = tuple(input_ids[row, self.prompt_length :].tolist())
+            if any(len(option) <= step and option[:step] == written[: len(option)] for option in options):
+                continue  # opened: free from here
+            allowed = sorted({option[step] for option in options if len(option) > step and option[:step] == written})
+            if allowed:
+                keep = torch.full_like(scores[row], float("-inf"))
+                keep[allowed] = 0.0
+                scores[row] += keep
+        return scores
+
+
+class _RowStopper(StoppingCriteria):
+    """Per-row bookkeeping after each sampled token: hand it (with its log-probabilities when asked)
+    to the row's sink, decide whether the row is done (end of turn, max tokens, stop string,
+    cancelled)."""
+
+    def __init__(
+        self, requests: Sequence[GenerationRequest], tokenizer: PreTrainedTokenizerBase, raw: _RawScores | None = None
+    ) -> None:
+        self.requests, self.tokenizer, self.eos, self.raw = requests, tokenizer, tokenizer.eos_token_id, raw
         self.generated: list[list[int]] = [[] for _ in requests]
         self.finish: list[str | None] = [None] * len(requests)
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: object) -> torch.BoolTensor:
         last = input_ids[:, -1].tolist()
+        logprobs = self._logprobs(last)
         for row, request in enumerate(self.requests):
             if self.finish[row] is not None:
                 continue
             if request.cancelled.is_set():
                 self.finish[row] = "cancelled"
                 continue
+            request.sink.token(last[row], logprobs.get(row))
             if last[row] == self.eos:
                 self._end(row, "stop")
                 continue
             self.generated[row].append(last[row])
-            request.sink.token(last[row])
             if request.stops and any(stop in self.tokenizer.decode(self.generated[row]) for stop in request.stops):
                 self._end(row, "stop")
             elif len(self.generated[row]) >= request.max_new_tokens:
@@ -95,6 +167,26 @@ class _RowStopper(StoppingCriteria):
     def _end(self, row: int, reason: str) -> None:
         self.finish[row] = reason
         self.requests[row].sink.end(reason)
+
+    def _logprobs(self, last: list[int]) -> dict[int, TokenLogprob]:
+        """Each live row that asked for them: its sampled token's log-probability and top tokens."""
+        rows = [
+            row
+            for row, request in enumerate(self.requests)
+            if request.logprobs is not None and self.finish[row] is None
+        ]
+        if not rows or self.raw is None or self.raw.latest is None:
+            return {}
+        latest = self.raw.latest[rows]
+        chosen = latest.gather(1, torch.tensor([[last[row]] for row in rows], device=latest.device))[:, 0].tolist()
+        k = max(self.requests[row].logprobs or 0 for row in rows)
+        values, ids = latest.topk(k, dim=-1) if k else (latest[:, :0], latest[:, :0].long())
+        values, ids = values.tolist(), ids.tolist()
+        found = {}
+        for index, row in enumerate(rows):
+            want = self.requests[row].logprobs or 0
+            found[row] = TokenLogprob(chosen[index], tuple(zip(ids[index][:want], values[index][:want])))
+        return found
 
 
 class Engine:
@@ -109,8 +201,14 @@ class Engine:
         max_batch_size: int = 8,
         max_queue: int = 64,
         batch_wait_s: float = 0.005,
+        adapter_slot: Callable[[str], int] | None = None,
     ) -> None:
+        """`choose_slot(task)`: the task router's slot for a request's first user message;
+        `adapter_slot(name)`: the slot of a loaded adapter (KeyError when there is none)."""
         self.model, self.tokenizer, self.router, self.choose_slot = model, tokenizer, router, choose_slot
+        self.adapter_slot = adapter_slot
+        self._model_lock = threading.Lock()
+        self._turnstile = threading.Lock()  # a waiting `exclusive()` holds it: the worker lets it in first
         self.max_batch_size, self.max_queue, self.batch_wait_s = max_batch_size, max_queue, batch_wait_s
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self._queue: collections.deque[GenerationRequest] = collections.deque()
@@ -134,6 +232,12 @@ class Engine:
 
     def start(self) -> None:
         self._thread.start()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the model: waits for the batch in progress to end; no batch starts inside the block."""
+        with self._turnstile, self._model_lock:
+            yield
 
     def stop(self, timeout: float = 30.0) -> None:
         """Finish the batch in progress, fail what still waits, and end the worker."""
@@ -164,22 +268,46 @@ class Engine:
             live = [r for r in batch if not r.cancelled.is_set()]
             try:
                 if live:
-                    self._generate(live)
+                    with self._turnstile:
+                        pass
+                    with self._model_lock:
+                        self._generate(live)
             except Exception as error:  # one bad batch must not stop the server
                 logger.exception("generation failed")
                 for request in live:
                     request.sink.error(f"generation failed: {type(error).__name__}: {error}")
 
+    def _routed(self, batch: list[GenerationRequest]) -> list[GenerationRequest]:
+        """The batch with every row's slot set; a row whose adapter is no longer loaded fails."""
+        kept = []
+        for request in batch:
+            if request.adapter is not None:
+                try:
+                    request.slot = self.adapter_slot(request.adapter) if self.adapter_slot else None
+                except KeyError:
+                    request.slot = None
+                if request.slot is None:
+                    request.sink.error(f"adapter '{request.adapter}' was unloaded before the request started")
+                    continue
+            elif request.slot is None:
+                request.slot = self.choose_slot(request.task or "")
+            kept.append(request)
+        return kept
+
     @torch.no_grad()
     def _generate(self, batch: list[GenerationRequest]) -> None:
-        for request in batch:
-            if request.slot is None:
-                request.slot = self.choose_slot(request.task or "")
+        batch = self._routed(batch)
+        if not batch:
+            return
         padded = self.tokenizer.pad(
             {"input_ids": [r.prompt for r in batch]}, padding=True, padding_side="left", return_tensors="pt"
         )
         device = next(self.model.parameters()).device
-        stopper = _RowStopper(batch, self.tokenizer)
+        raw = _RawScores() if any(r.logprobs is not None for r in batch) else None
+        processors = LogitsProcessorList([raw] if raw else [])
+        if any(r.openings for r in batch):
+            processors.append(_Openings([r.openings for r in batch], padded["input_ids"].shape[1]))
+        stopper = _RowStopper(batch, self.tokenizer, raw)
         temperature, top_p = batch[0].sampling_key
         sampling = temperature > 0
         with self.router.routing_rows([r.slot for r in batch]):
@@ -193,6 +321,7 @@ class Engine:
                 top_k=None,
                 pad_token_id=self.pad_id,
                 eos_token_id=self.tokenizer.eos_token_id,
+                logits_processor=processors,
                 stopping_criteria=StoppingCriteriaList([stopper]),
             )
         for row, request in enumerate(batch):

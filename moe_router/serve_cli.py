@@ -1,12 +1,18 @@
-"""`tracegym serve DIR`: an OpenAI-compatible server for a routed folder.
+"""`tracegym serve MODEL`: an OpenAI-compatible server for a routed folder, or for a base model with
+LoRA adapters.
+
+MODEL is a folder `tracegym route` wrote, or a base model as `tracegym train --model` takes it
+(`smollm2-135m`, `tiny`, a Hugging Face folder or hub id). A base model serves adapters given with
+`--lora NAME=PATH` (repeatable) and, with `--lora-root DIR` (repeatable), adapters that clients
+load and unload at run time from folders under DIR (`tracegym.moe_router.lora_registry`).
 
 With an API key (`--api-key KEY`, else $TRACEGYM_API_KEY) every route but /health wants
 `Authorization: Bearer KEY`; without one, only a loopback address may be bound. The key is never
 printed or logged.
 
-Exit codes: 0 stopped (Ctrl-C or SIGTERM), 1 bad input (no such folder, an address that cannot be
-bound, a non-loopback address without a key), 2 usage error. fastapi and torch are imported inside
-the command.
+Exit codes: 0 stopped (Ctrl-C or SIGTERM), 1 bad input (no such model, an adapter that cannot be
+served, an address that cannot be bound, a non-loopback address without a key), 2 usage error.
+fastapi and torch are imported inside the command.
 """
 
 from __future__ import annotations
@@ -15,7 +21,6 @@ import argparse
 import dataclasses
 import os
 import signal
-from pathlib import Path
 
 from tracegym.config import add_config_arguments, resolve_config
 from tracegym.errors import UserError
@@ -25,11 +30,34 @@ from tracegym.moe_router.config import API_KEY_ENV, ServeConfig
 def register(subparsers: argparse._SubParsersAction) -> None:
     serve = subparsers.add_parser(
         "serve",
-        help="OpenAI-compatible server for a routed folder (tools, streaming)",
-        description="OpenAI-compatible /v1/chat/completions, /v1/models and /health for a routed folder.",
+        help="OpenAI-compatible server for a routed folder or a base model with LoRA adapters",
+        description="OpenAI-compatible /v1/chat/completions, /v1/models and /health for a routed folder, or for a "
+        "base model with LoRA adapters (vLLM's /v1/load_lora_adapter and /v1/unload_lora_adapter with --lora-root).",
     )
-    serve.add_argument("folder", type=Path, metavar="DIR", help="routed folder written by `tracegym route`")
+    serve.add_argument(
+        "model",
+        metavar="MODEL",
+        help="a routed folder written by `tracegym route`, or a base model: smollm2-135m (embedded), tiny, "
+        "a Hugging Face folder or hub id",
+    )
     add_config_arguments(serve, ServeConfig)
+    serve.add_argument(
+        "--lora",
+        dest="config.lora",
+        action="append",
+        default=argparse.SUPPRESS,
+        metavar="NAME=PATH",
+        help="serve the PEFT LoRA folder PATH as model NAME on the base model (repeatable)",
+    )
+    serve.add_argument(
+        "--lora-root",
+        dest="config.lora_root",
+        action="append",
+        default=argparse.SUPPRESS,
+        metavar="DIR",
+        help="let clients load adapters at run time from folders under DIR (repeatable; without it, "
+        "/v1/load_lora_adapter and /v1/unload_lora_adapter answer 403)",
+    )
     serve.set_defaults(run=run_serve)
 
 
@@ -38,9 +66,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     config = serve_config(args)
     config.check_exposure()
-    if not args.folder.is_dir():
-        raise UserError(f"{args.folder}: no such routed folder")
-    app, _ = create_app(str(args.folder), config)
+    app, _ = create_app(args.model, config)
     try:
         server = RunningServer(app, config.host, config.port)
     except OSError as error:
@@ -48,8 +74,11 @@ def run_serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: setattr(server.server, "should_exit", True))
     with server:
         access = "API key required" if config.api_key else "no API key"
+        adapters = "".join(f", adapter '{entry.partition('=')[0]}'" for entry in config.lora)
+        loading = f"; adapters load at run time from {', '.join(config.lora_root)}" if config.lora_root else ""
         print(
-            f"serving {args.folder} as '{config.model_name}' on {server.url}/v1 ({access}; Ctrl-C or SIGTERM stops)",
+            f"serving {args.model} as '{config.model_name}'{adapters} on {server.url}/v1 "
+            f"({access}{loading}; Ctrl-C or SIGTERM stops)",
             flush=True,
         )
         while server.thread.is_alive():

@@ -1,15 +1,26 @@
-"""`tracegym serve`: an OpenAI-compatible HTTP server for a routed folder (FastAPI + uvicorn).
+"""`tracegym serve`: an OpenAI-compatible HTTP server (FastAPI + uvicorn) for a routed folder or a
+base model with LoRA adapters.
 
-Endpoints: POST /v1/chat/completions (tools, streaming over server-sent events), GET /v1/models,
-GET /health. Model ids: NAME (the token router), NAME:task (the v1 task router), NAME:base and
-NAME:<adapter> (one adapter alone), all served by one mixture in shared batches.
+Endpoints: POST /v1/chat/completions (tools, streaming over server-sent events, log-probabilities),
+GET /v1/models, GET /health, and vLLM's runtime LoRA endpoints POST /v1/load_lora_adapter
+(`{"lora_name", "lora_path"}`) and POST /v1/unload_lora_adapter (`{"lora_name"}`), which answer
+200 with a plain-text "Success: ..." line as vLLM does.
 
-Errors are OpenAI-shaped JSON (`{"error": {"message", "type", "code"}}`): 400 for a body that is
-not JSON or not a valid request (the first problem named), a context too long, or an unsupported
-option; 401 for a request without the right API key (when `api_key` is set: every route but
-/health wants `Authorization: Bearer KEY`); 404 for an unknown model; 413 for a body over
-`max_body_bytes`; 503 when the queue is full (with Retry-After). The `seed` field is ignored:
-rows share batches, so per-request seeds would not reproduce.
+Model ids. A routed folder (`tracegym route`): NAME (the token router), NAME:task (the v1 task
+router), NAME:base and NAME:<adapter> (one adapter alone), all served by one mixture in shared
+batches; its adapters are fixed. A base model (`smollm2-135m`, `tiny`, a Hugging Face folder or
+hub id): NAME is the base model, and each LoRA adapter goes by its own name, loaded at start or
+at run time (`lora_registry`: where from and what is checked); requests for the base and for
+any adapters share batches.
+
+Errors are OpenAI-shaped JSON (`middleware.error_response`): 400 for a body that is not JSON or
+not a valid request (the first problem named), a context too long, an unsupported option or an
+adapter folder that does not fit; 401 for a request without the right API key (when `api_key` is
+set: every route but /health wants `Authorization: Bearer KEY`); 403 for runtime LoRA loading
+when it is off or a path outside its roots; 404 for an unknown model or adapter; 413 for a body
+over `max_body_bytes` (declared or chunked); 500 when a required tool call did not come out
+well-formed; 503 when the queue is full (with Retry-After). The `seed` field is ignored: rows
+share batches, so per-request seeds would not reproduce.
 """
 
 from __future__ import annotations
@@ -17,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import hmac
 import json
 import logging
 import socket
@@ -28,78 +38,30 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tracegym.generation import render_chat
-from tracegym.moe_router.chat_api import ChatRequest, RequestError, StreamWriter, completion, cut_at_stop, to_messages
+from tracegym.moe_router.chat_api import (
+    ChatRequest,
+    RequestError,
+    StreamWriter,
+    call_openings,
+    check_request,
+    completion,
+    cut_at_stop,
+    to_messages,
+    tool_choice_problem,
+)
 from tracegym.moe_router.config import ServeConfig
-from tracegym.moe_router.engine import GATED, Engine, GenerationRequest, QueueFull
-from tracegym.moe_router.folder import load_mixture, task_router_for
+from tracegym.moe_router.engine import Engine, GenerationRequest, QueueFull, TokenLogprob
+from tracegym.moe_router.logprobs import logprobs_content
+from tracegym.moe_router.lora_registry import LoraRegistry
+from tracegym.moe_router.middleware import ApiKey, BodyLimit, error_response
+from tracegym.moe_router.served import Served, load_served
 
 logger = logging.getLogger(__name__)
-
-
-def _error(status: int, message: str, code: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    kind = "invalid_request_error" if status < 500 else "server_error"
-    return JSONResponse(
-        {"error": {"message": message, "type": kind, "param": None, "code": code}}, status, headers=headers
-    )
-
-
-class BodyLimit:
-    """ASGI middleware refusing request bodies over `limit` bytes with 413 (declared or streamed)."""
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
-            await _error(413, f"request body over {self.limit} bytes", "body_too_large")(scope, receive, send)
-            return
-        seen = 0
-
-        async def limited() -> Message:
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.limit:
-                raise RequestError(413, f"request body over {self.limit} bytes", "body_too_large")
-            return message
-
-        await self.app(scope, limited, send)
-
-
-class ApiKey:
-    """ASGI middleware: every HTTP request but those to the `public` paths must carry
-    `Authorization: Bearer KEY`; any other gets 401 with an OpenAI-style error. The key is
-    compared in constant time and never written to a response or a log."""
-
-    def __init__(self, app: ASGIApp, key: str, public: frozenset[str] = frozenset({"/health"})) -> None:
-        self.app, self.key, self.public = app, key.encode(), public
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in self.public:
-            await self.app(scope, receive, send)
-            return
-        header = dict(scope.get("headers") or []).get(b"authorization", b"")
-        scheme, _, token = header.partition(b" ")
-        if scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self.key):
-            await self.app(scope, receive, send)
-            return
-        problem = "invalid API key" if header else "missing API key"
-        refusal = _error(
-            401,
-            f"{problem}: send the header 'Authorization: Bearer KEY'",
-            "invalid_api_key",
-            {"WWW-Authenticate": "Bearer"},
-        )
-        await refusal(scope, receive, send)
 
 
 class _Channel:
@@ -111,8 +73,8 @@ class _Channel:
     def _put(self, item: tuple[str, Any]) -> None:
         self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
 
-    def token(self, token_id: int) -> None:
-        self._put(("token", token_id))
+    def token(self, token_id: int, logprob: TokenLogprob | None = None) -> None:
+        self._put(("token", (token_id, logprob)))
 
     def end(self, finish_reason: str) -> None:
         self._put(("end", finish_reason))
@@ -121,24 +83,31 @@ class _Channel:
         self._put(("error", message))
 
 
-def create_app(folder: str, config: ServeConfig) -> tuple[FastAPI, Engine]:
-    """The app serving the routed folder `folder`, and its engine (started with the app)."""
-    model, tokenizer, router, manifest = load_mixture(folder)
-    task_router = task_router_for(model, tokenizer, router, manifest)
-    engine = Engine(
-        model,
-        tokenizer,
-        router,
-        lambda task: task_router.choose([task])[0],
-        config.max_batch_size,
-        config.max_queue,
-        config.batch_wait_ms / 1000,
-    )
-    context = config.max_context or int(getattr(model.config, "max_position_embeddings", 2048))
-    name = config.model_name
-    routes: dict[str, int | None] = {name: GATED, f"{name}:task": None, f"{name}:base": 0}
-    routes.update({f"{name}:{adapter}": router.slot_of(adapter) for adapter in router.adapter_names})
-    created = int(time.time())
+class LoadLoraRequest(BaseModel):
+    """vLLM's load request. `load_inplace` is accepted and changes nothing: loading a loaded name
+    always replaces its adapter."""
+
+    model_config = ConfigDict(extra="ignore")
+    lora_name: str
+    lora_path: str
+    load_inplace: bool = False
+
+
+class UnloadLoraRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    lora_name: str
+
+
+def create_app(model: str, config: ServeConfig) -> tuple[FastAPI, Engine]:
+    """The app serving `model` (a routed folder, else a base model with `config.lora` adapters),
+    and its engine (started with the app). Raises UserError for a model or adapter that cannot
+    be served."""
+    served = load_served(model, config)
+    return _app(served, config), served.engine
+
+
+def _app(served: Served, config: ServeConfig) -> FastAPI:
+    engine, tokenizer, context = served.engine, served.tokenizer, served.context
     renderer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracegym-render")
 
     @contextlib.asynccontextmanager
@@ -154,31 +123,7 @@ def create_app(folder: str, config: ServeConfig) -> tuple[FastAPI, Engine]:
     app.add_middleware(BodyLimit, limit=config.max_body_bytes)
     if config.api_key is not None:  # added last, so it runs first: no body is read before the key is checked
         app.add_middleware(ApiKey, key=config.api_key)
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
-        first = error.errors()[0]
-        if first.get("type") == "json_invalid":
-            return _error(
-                400,
-                f"request body is not valid JSON: {first.get('ctx', {}).get('error', first['msg'])}",
-                "invalid_json",
-            )
-        where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
-        return _error(400, f"{where or 'body'}: {first['msg']}", "invalid_request")
-
-    @app.exception_handler(RequestError)
-    async def _refused(request: Request, error: RequestError) -> JSONResponse:
-        return _error(error.status, error.message, error.code)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:
-        return _error(error.status_code, str(error.detail), "http_error")
-
-    @app.exception_handler(Exception)
-    async def _crash(request: Request, error: Exception) -> JSONResponse:
-        logger.exception("request failed")
-        return _error(500, f"internal error: {type(error).__name__}", "internal_error")
+    _add_error_handlers(app)
 
     @app.get("/health")
     def health() -> dict[str, Any]:
@@ -186,15 +131,22 @@ def create_app(folder: str, config: ServeConfig) -> tuple[FastAPI, Engine]:
 
     @app.get("/v1/models")
     def models() -> dict[str, Any]:
-        return {
-            "object": "list",
-            "data": [{"id": m, "object": "model", "created": created, "owned_by": "tracegym"} for m in routes],
-        }
+        return {"object": "list", "data": served.cards()}
+
+    @app.post("/v1/load_lora_adapter", response_class=PlainTextResponse)
+    async def load_lora_adapter(body: LoadLoraRequest) -> str:
+        await asyncio.to_thread(_registry(served).load, body.lora_name, body.lora_path, from_client=True)
+        return f"Success: LoRA adapter '{body.lora_name}' added successfully."
+
+    @app.post("/v1/unload_lora_adapter", response_class=PlainTextResponse)
+    async def unload_lora_adapter(body: UnloadLoraRequest) -> str:
+        await asyncio.to_thread(_registry(served).unload, body.lora_name)
+        return f"Success: LoRA adapter '{body.lora_name}' removed successfully."
 
     @app.post("/v1/chat/completions", response_model=None)
     async def chat(body: ChatRequest) -> JSONResponse | StreamingResponse | dict[str, Any]:
-        if body.model not in routes:
-            raise RequestError(404, f"model '{body.model}' not found; served: {', '.join(routes)}", "model_not_found")
+        slot, adapter = served.route(body.model)
+        check_request(body)
         messages = to_messages(body)
         # tokenising a long prompt takes a while: off the event loop, one at a time
         prompt = await asyncio.get_running_loop().run_in_executor(renderer, render_chat, tokenizer, messages)
@@ -207,61 +159,82 @@ def create_app(folder: str, config: ServeConfig) -> tuple[FastAPI, Engine]:
                 f"exceed the {context}-token context window",
                 "context_length_exceeded",
             )
+        required = body.required_tools()
         channel = _Channel(asyncio.get_running_loop())
-        first_user = next((m.content for m in messages if m.role == "user"), "")
         request = GenerationRequest(
             prompt=prompt,
             max_new_tokens=min(wanted or config.max_tokens, room),
             temperature=body.temperature,
             top_p=body.top_p,
             sink=channel,
-            slot=routes[body.model],
-            task=first_user,
+            slot=slot,
+            task=next((m.content for m in messages if m.role == "user"), ""),
             stops=body.stops(),
+            adapter=adapter,
+            logprobs=body.top_count(),
+            openings=call_openings(required, tokenizer) if required else (),
         )
         try:
             engine.submit(request)
         except QueueFull as error:
-            return _error(503, f"server busy: {error}; retry later", "queue_full", {"Retry-After": "1"})
+            return error_response(503, f"server busy: {error}; retry later", "queue_full", {"Retry-After": "1"})
         if body.stream:
-            include_usage = bool((body.stream_options or {}).get("include_usage"))
-            return StreamingResponse(
-                _stream(body.model, request, channel, include_usage), media_type="text/event-stream"
-            )
+            return StreamingResponse(_stream(body, request, channel), media_type="text/event-stream")
         tokens: list[int] = []
+        logprobs: list[TokenLogprob] = []
         try:
             while True:
                 kind, value = await channel.queue.get()
                 if kind == "token":
-                    tokens.append(value)
-                elif kind == "error":
-                    return _error(500, value, "generation_failed")
-                else:
-                    text = cut_at_stop(tokenizer.decode(tokens, skip_special_tokens=True), request.stops)
-                    return completion(body.model, text, value, len(prompt), len(tokens))
+                    tokens.append(value[0])
+                    logprobs += [value[1]] if value[1] is not None else []
+                    continue
+                if kind == "error":
+                    return error_response(500, value, "generation_failed")
+                text = cut_at_stop(tokenizer.decode(tokens, skip_special_tokens=True), request.stops)
+                problem = tool_choice_problem(text, required) if required else None
+                if problem:
+                    return _tool_call_failed(problem, value, text)
+                content = _logprobs(body, tokens, logprobs) if body.logprobs else None
+                return completion(body.model, text, value, len(prompt), len(tokens), content)
         finally:
             request.cancelled.set()
 
-    async def _stream(
-        model_id: str, request: GenerationRequest, channel: _Channel, include_usage: bool
-    ) -> AsyncIterator[str]:
-        writer, tokens = StreamWriter(model_id, request.stops), []
+    async def _stream(body: ChatRequest, request: GenerationRequest, channel: _Channel) -> AsyncIterator[str]:
+        writer, tokens, pending = StreamWriter(body.model, request.stops), [], []
+        required = body.required_tools()
+
+        def with_logprobs(chunk: dict[str, Any]) -> dict[str, Any]:
+            """`chunk` carrying the log-probabilities of the tokens not reported yet."""
+            if body.logprobs and pending:
+                ids, found = [t for t, _ in pending], [lp for _, lp in pending]
+                chunk["choices"][0]["logprobs"] = {"content": _logprobs(body, ids, found)}
+                pending.clear()
+            return chunk
+
         try:
             yield _sse(writer.chunk({"role": "assistant", "content": ""}))
             while True:
                 kind, value = await channel.queue.get()
                 if kind == "token":
-                    tokens.append(value)
+                    tokens.append(value[0])
+                    pending.extend([value] if value[1] is not None else [])
                     delta = writer.update(tokenizer.decode(tokens, skip_special_tokens=True))
                     if delta is not None:
-                        yield _sse(delta)
+                        yield _sse(with_logprobs(delta))
                     continue
-                if kind == "error":
-                    yield _sse({"error": {"message": value, "type": "server_error", "code": "generation_failed"}})
+                text = tokenizer.decode(tokens, skip_special_tokens=True)
+                problem = tool_choice_problem(cut_at_stop(text, request.stops), required) if required else None
+                if kind == "error" or problem:
+                    message = value if kind == "error" else _tool_call_message(problem, value, text)
+                    code = "generation_failed" if kind == "error" else "tool_call_failed"
+                    yield _sse({"error": {"message": message, "type": "server_error", "code": code}})
                 else:
-                    for chunk in writer.finish(tokenizer.decode(tokens, skip_special_tokens=True), value):
+                    closing = writer.finish(text, value)
+                    closing[0] = with_logprobs(closing[0])
+                    for chunk in closing:
                         yield _sse(chunk)
-                    if include_usage:
+                    if (body.stream_options or {}).get("include_usage"):
                         usage = {
                             "prompt_tokens": len(request.prompt),
                             "completion_tokens": len(tokens),
@@ -273,7 +246,56 @@ def create_app(folder: str, config: ServeConfig) -> tuple[FastAPI, Engine]:
         finally:
             request.cancelled.set()
 
-    return app, engine
+    def _logprobs(body: ChatRequest, tokens: list[int], found: list[TokenLogprob]) -> list[dict[str, Any]]:
+        return logprobs_content(tokenizer, tokens, found, body.top_logprobs or 0, bool(body.return_tokens_as_token_ids))
+
+    return app
+
+
+def _registry(served: Served) -> LoraRegistry:
+    if served.registry is None:
+        raise RequestError(
+            403, "this server serves a routed folder, whose adapters are fixed: no LoRA loading", "lora_not_supported"
+        )
+    return served.registry
+
+
+def _tool_call_message(problem: str, finish: str, text: str) -> str:
+    """Why a required tool call failed, with the start of what the model wrote."""
+    cut = " (cut at max_tokens)" if finish == "length" else ""
+    shown = text if len(text) <= 300 else text[:300] + "..."
+    return f"tool_choice asks for a tool call, but {problem}{cut}; retry, or raise max_tokens. The reply: {shown}"
+
+
+def _tool_call_failed(problem: str, finish: str, text: str) -> JSONResponse:
+    return error_response(500, _tool_call_message(problem, finish, text), "tool_call_failed")
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+        first = error.errors()[0]
+        if first.get("type") == "json_invalid":
+            return error_response(
+                400,
+                f"request body is not valid JSON: {first.get('ctx', {}).get('error', first['msg'])}",
+                "invalid_json",
+            )
+        where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
+        return error_response(400, f"{where or 'body'}: {first['msg']}", "invalid_request")
+
+    @app.exception_handler(RequestError)
+    async def _refused(request: Request, error: RequestError) -> JSONResponse:
+        return error_response(error.status, error.message, error.code)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        return error_response(error.status_code, str(error.detail), "http_error")
+
+    @app.exception_handler(Exception)
+    async def _crash(request: Request, error: Exception) -> JSONResponse:
+        logger.exception("request failed")
+        return error_response(500, f"internal error: {type(error).__name__}", "internal_error")
 
 
 def _sse(payload: dict[str, Any]) -> str:

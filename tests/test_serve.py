@@ -114,6 +114,16 @@ def test_bad_requests_get_clear_4xx_answers_and_the_server_keeps_serving(server,
     )
 
 
+def test_a_routed_folder_loads_no_lora_adapters_at_run_time(server, routed_folder):
+    for route, body in [
+        ("load_lora_adapter", {"lora_name": "x", "lora_path": str(routed_folder / "adapters" / FAMILIES[0])}),
+        ("unload_lora_adapter", {"lora_name": FAMILIES[0]}),
+    ]:
+        response = httpx.post(f"{server.url}/v1/{route}", json=body, timeout=30)
+        assert response.status_code == 403 and "routed folder" in response.json()["error"]["message"]
+    assert len(httpx.get(f"{server.url}/v1/models").json()["data"]) == 3 + len(FAMILIES)
+
+
 def test_32_concurrent_clients_get_valid_answers_or_clean_refusals(routed_folder):
     app, engine = create_app(
         str(routed_folder), ServeConfig(model_name="tg", max_tokens=12, max_queue=6, max_context=1024)
