@@ -260,6 +260,43 @@ def test_every_slot_taken_refuses_a_new_name_but_replaces_a_loaded_one(folders):
         assert _load(running.url, "two", folders["other"]).status_code == 200
 
 
+def test_reloading_while_requests_run_never_mixes_two_adapters_in_one_reply(folders):
+    """One row per batch (so every reply is computed alone and exactly); a reply of "policy" is the
+    reply of one of the two adapters it alternates between, never a blend."""
+    config = ServeConfig(
+        model_name="base",
+        max_tokens=8,
+        max_batch_size=1,
+        lora=[f"good={folders['good']}", f"other={folders['other']}"],
+        lora_root=[str(folders["root"])],
+    )
+    app, _ = create_app("tiny", config)
+    with RunningServer(app) as running:
+        client = openai.OpenAI(base_url=f"{running.url}/v1", api_key="unused", max_retries=0, timeout=60)
+        expected = {tuple(_ids(_greedy(client, name))) for name in ("good", "other")}
+        assert len(expected) == 2
+        assert _load(running.url, "policy", folders["good"]).status_code == 200
+        replies: list[tuple[int, ...]] = []
+        stop = threading.Event()
+
+        def ask() -> None:
+            while not stop.is_set():
+                replies.append(tuple(_ids(_greedy(client, "policy"))))
+
+        askers = [threading.Thread(target=ask) for _ in range(3)]
+        for thread in askers:
+            thread.start()
+        try:
+            for step in range(6):
+                assert _load(running.url, "policy", folders[("other", "good")[step % 2]]).status_code == 200
+        finally:
+            stop.set()
+            for thread in askers:
+                thread.join(60)
+        assert len(replies) >= 3 and set(replies) <= expected
+        assert tuple(_ids(_greedy(client, "policy"))) == tuple(_ids(_greedy(client, "good")))
+
+
 def test_logprobs_have_vllms_shape_and_stream_the_same(client):
     request = {"model": "start", "messages": HELLO, "max_tokens": 8, "logprobs": True, "top_logprobs": 2}
     plain = client.chat.completions.create(temperature=0, **request).choices[0]
