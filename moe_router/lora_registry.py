@@ -128,7 +128,7 @@ class LoraRegistry:
             slot = self._slot_for(name)
             with self.exclusive():
                 self.slots.write(slot, weights)
-                previous = self._adapters.pop(name, None)
+                previous = self._adapters.get(name)
                 loaded_at = int(time.time()) if previous is None else previous.loaded_at
                 self._adapters[name] = LoadedAdapter(name, path, slot, rank, loaded_at)
             return self._adapters[name]
