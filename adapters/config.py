@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from tracegym.config import PolicyConfig, check_choice, option
+from tracegym.config import PolicyConfig, ServedRolloutConfig, check_choice, option
 from tracegym.schema import CreditKind
 from tracegym.synth_envs.calibration import CalibrationConfig
 
@@ -82,6 +82,9 @@ class TurnGRPOConfig:
     seed: int = option(0, "seeds the LoRA init, the order of training seeds and the sampling")
     save_every: int = option(5, "checkpoint every this many steps (the last step is always saved)")
     credit: CreditConfig = option(help="turn credit", factory=CreditConfig)
+    served: ServedRolloutConfig = option(
+        help="rollouts from an OpenAI-compatible server (off: in-process)", factory=ServedRolloutConfig
+    )
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.hint_fraction <= 1.0:

@@ -41,11 +41,14 @@ the log and checkpoints and shows the progress bar.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 import math
 import os
 import random
+import re
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -62,12 +65,15 @@ from transformers import PreTrainedTokenizerBase
 from tracegym.adapters.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
 from tracegym.adapters.config import TurnGRPOConfig
 from tracegym.adapters.credit import episode_advantages
+from tracegym.adapters.lora import save_policy
 from tracegym.adapters.policy_loss import GroupBatch, clipped_surrogate, encode_prompt, group_batches, token_logprobs
 from tracegym.adapters.reference_scoring import reference_scores
-from tracegym.config import RolloutConfig
+from tracegym.config import RolloutConfig, ServedRolloutConfig
+from tracegym.errors import UserError
 from tracegym.generation import HFBackend, SamplingConfig, sampling_seed
 from tracegym.precision import use_bf16
 from tracegym.rollout import Episode, run_episodes
+from tracegym.served_rollout import PolicyServer, run_served_episodes
 from tracegym.synth_envs.base import Environment
 
 logger = logging.getLogger(__name__)
@@ -155,6 +161,8 @@ class TurnGRPOTrainer:
         self.seed_span = span
         self.step, self.cursor = 0, random.Random(config.seed).randrange(span)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.server = self._connect(config.served)
+        self.published: str | None = None  # the server's name of the adapter the next rollouts sample from
 
     @property
     def policy(self) -> PeftModel:
@@ -188,6 +196,51 @@ class TurnGRPOTrainer:
         total = acc.reduce(torch.cat([g.reshape(-1) for g in grads]), reduction="sum")
         for param, flat in zip(self.trainable, total.split([p.numel() for p in self.trainable])):
             param.grad = flat.view_as(param).to(param.dtype)
+
+    # -- served rollouts ----------------------------------------------------------------------
+
+    def _connect(self, served: ServedRolloutConfig) -> PolicyServer | None:
+        """The rollout server of `served` (None without a URL), checked: `adapter_dir` exists and the
+        server answers and serves `served.model`. Raises UserError otherwise."""
+        if served.url is None:
+            return None
+        if served.adapter_dir is None:
+            raise UserError(
+                "--rollout-url needs --rollout-adapter-dir: a folder the server loads adapters from (its --lora-root)"
+            )
+        folder = Path(served.adapter_dir).expanduser()
+        if not folder.is_dir():
+            raise UserError(f"--rollout-adapter-dir {served.adapter_dir}: no such folder")
+        self.adapter_dir = folder.resolve()
+        where = str(self.out_dir.resolve())
+        tag = hashlib.blake2b(where.encode(), digest_size=3).hexdigest()
+        self.adapter_prefix = f"{re.sub(r'[^A-Za-z0-9._-]+', '-', self.out_dir.resolve().name)}-{tag}-step"
+        server = PolicyServer.from_config(served)
+        models = server.models()
+        if served.model not in models:
+            raise UserError(
+                f"the rollout server {server.url} does not serve '{served.model}' (it serves {', '.join(models)}): "
+                "set --rollout-model to its base model's name"
+            )
+        return server
+
+    def _publish(self) -> str:
+        """Save the current LoRA under `adapter_dir` as `<run>-<tag>-step<N>` and load it into the
+        server under that name, unloading (and deleting) this run's earlier ones; returns the name.
+        The main process talks to the server, the others wait."""
+        assert self.server is not None
+        name = f"{self.adapter_prefix}{self.step}"
+        if self.accelerator.is_main_process:
+            folder = self.adapter_dir / name
+            save_policy(self.policy, folder)
+            self.server.load_adapter(name, str(folder))
+            for old in self.server.models():
+                if old != name and old.startswith(self.adapter_prefix):
+                    self.server.unload_adapter(old)
+                    shutil.rmtree(self.adapter_dir / old, ignore_errors=True)
+        self.accelerator.wait_for_everyone()
+        self.published = name
+        return name
 
     # -- one step ----------------------------------------------------------------------------
 
@@ -235,6 +288,20 @@ class TurnGRPOTrainer:
             seed=sampling_seed(config.seed, self.step),
         )
         self.policy.eval()
+        if self.server is not None:
+            model = self.published if self.published is not None else self._publish()
+            served = config.served
+            return run_served_episodes(
+                self.server,
+                self.tokenizer,
+                self.env_factory,
+                seeds,
+                config.group_size,
+                params,
+                served.in_flight,
+                config.hint_fraction,
+                model,
+            )
         backend = HFBackend(self.policy, self.tokenizer, batch_size=max(len(seeds) * config.group_size, 1))
         return run_episodes(backend, self.env_factory, seeds, config.group_size, params, config.hint_fraction)
 
@@ -378,11 +445,17 @@ class TurnGRPOTrainer:
             "clip_fraction": 0.0,
             "train_tokens": 0.0,
         }
+        if self.server is not None:
+            record["served_adapter"] = self.published
+            mismatches = sum(e.info.get("context_mismatch_turns", 0) for e in episodes)
+            record["context_mismatch_turns"] = int(self._sum([float(mismatches)])[0])
         if kept_groups:
             record.update(self.update(kept, self.advantages(kept) if kept else None))
         else:
             record["optimizer_steps"] = 0
         self.step += 1
+        if self.server is not None:
+            self._publish()
         finished = time.perf_counter()
         record.update(
             step_seconds=finished - started, rollout_seconds=rolled_out - started, update_seconds=finished - rolled_out

@@ -245,6 +245,33 @@ class RolloutConfig:
 
 
 @dataclasses.dataclass
+class ServedRolloutConfig:
+    """GRPO rollouts sampled by an OpenAI-compatible server (`tracegym serve MODEL --lora-root DIR`, or
+    `vllm serve MODEL --enable-lora`) instead of in-process generation (tracegym.served_rollout).
+
+    Off while `url` is None. With a URL, `adapter_dir` must be an existing folder the server may load
+    adapters from (its --lora-root); the API key is read from the environment variable named by
+    `api_key_env`, never from a config file. Raises ValueError for `in_flight` or `timeout` < 1.
+    """
+
+    flag_prefix: typing.ClassVar[str] = "rollout"
+    url: str | None = option(
+        None, "base URL of an OpenAI-compatible server to sample rollouts from (http://HOST:PORT); none: in-process"
+    )
+    model: str = option("tracegym", "the server's name of the base model (tracegym serve's --model-name)")
+    api_key_env: str = option("TRACEGYM_API_KEY", "environment variable holding the server's API key (unset: none)")
+    in_flight: int = option(16, "requests (one turn of one episode each) sent to the server at once")
+    timeout: float = option(300.0, "seconds to wait for one reply before the server counts as not answering")
+    adapter_dir: str | None = option(
+        None, "folder the server may read (its --lora-root) where each step's LoRA is saved for it to load"
+    )
+
+    def __post_init__(self) -> None:
+        if self.in_flight < 1 or self.timeout < 1:
+            raise ValueError(f"need in_flight >= 1 and timeout >= 1, got {self.in_flight}, {self.timeout}")
+
+
+@dataclasses.dataclass
 class PolicyConfig:
     """The policy: its base model and how it is sampled."""
 

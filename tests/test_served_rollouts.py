@@ -1,0 +1,239 @@
+"""Rollouts sampled by a real `tracegym serve` (in a thread, on a free port) against the in-process
+engine: greedy episodes equal, the server's prompt is the trainer's context, and GRPO with its
+rollouts from the server hot-loads each step's adapter, trains, and resumes after the server died."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+import torch
+from adapters_lookup_env import LookupEnv, ProseEnv
+
+from tracegym.adapters.config import CreditConfig, TurnGRPOConfig
+from tracegym.adapters.grpo import TurnGRPOTrainer, read_log
+from tracegym.adapters.lora import attach_lora, trainable_state
+from tracegym.adapters.train import load_base
+from tracegym.config import RolloutConfig, ServedRolloutConfig
+from tracegym.environment import StepResult
+from tracegym.errors import UserError
+from tracegym.generation import HFBackend, SamplingConfig, render_chat
+from tracegym.models import tiny_model
+from tracegym.moe_router.config import ServeConfig
+from tracegym.moe_router.server import RunningServer, create_app
+from tracegym.rollout import run_episodes
+from tracegym.served_rollout import PolicyServer, ServerUnavailable, run_served_episodes
+
+
+def ending_model(folder: Path) -> Path:
+    """The tiny model, saved as a model folder, changed so that about one token in ten is
+    <|im_end|> (turns end by themselves): residual dimension 0 is a constant 1 (the embeddings' and
+    nothing else writes it), and only <|im_end|>'s output row reads it."""
+    model, tokenizer = tiny_model()
+    head = torch.nn.Linear(model.config.hidden_size, model.config.vocab_size, bias=False)
+    with torch.no_grad():
+        head.weight.copy_(model.lm_head.weight)
+        model.model.embed_tokens.weight[:, 0] = 1.0
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight[0].zero_()
+            layer.mlp.down_proj.weight[0].zero_()
+        head.weight[:, 0] = 0.0
+        head.weight[tokenizer.eos_token_id, 0] = 9.0 / 8
+    model.lm_head = head
+    model.config.tie_word_embeddings = False
+    model.save_pretrained(str(folder))
+    tokenizer.save_pretrained(str(folder))
+    return folder
+
+
+class EchoEnv(LookupEnv):
+    """LookupEnv whose first two turns, whatever they say, get an observation; the third ends it."""
+
+    name = "echo_test"
+
+    def __init__(self, **knobs) -> None:
+        super().__init__(**knobs)
+        self.verify = False  # its oracle (LookupEnv's) does not fit the echo turns
+
+    def step(self, action: str) -> StepResult:
+        if self.turns < 2:
+            self.turns += 1
+            return StepResult(f"noted turn {self.turns}: {len(action)} characters", 0.0, False, False)
+        return super().step(action)
+
+
+def _serve(model: str, root: Path) -> RunningServer:
+    config = ServeConfig(
+        model_name="base", max_tokens=64, max_context=2048, lora_root=[str(root)], max_loras=4, max_lora_rank=16
+    )
+    return RunningServer(create_app(model, config)[0])
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("served_adapters")
+
+
+@pytest.fixture(scope="module")
+def tiny_server(root):
+    with _serve("tiny", root) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def ending(tmp_path_factory) -> Path:
+    return ending_model(tmp_path_factory.mktemp("ending") / "model")
+
+
+@pytest.fixture(scope="module")
+def ending_server(ending, root):
+    with _serve(str(ending), root) as running:
+        yield running
+
+
+def _same_episodes(served, local) -> None:
+    assert len(served) == len(local)
+    for a, b in zip(served, local):
+        assert (a.seed, a.hinted, a.reward) == (b.seed, b.hinted, b.reward)
+        assert a.prompt_ids == b.prompt_ids and a.train_prompt_ids == b.train_prompt_ids
+        assert a.completion_ids == b.completion_ids
+        assert (a.loss_mask, a.turn_ids, a.boundaries) == (b.loss_mask, b.turn_ids, b.boundaries)
+        assert [m.content for m in a.messages] == [m.content for m in b.messages]
+        assert a.info["finish"] == b.info["finish"]
+        assert a.info["context_mismatch_turns"] == 0
+
+
+def test_greedy_served_episodes_equal_the_in_process_ones(tiny_server):
+    model, tokenizer = tiny_model()
+    params = SamplingConfig(max_new_tokens=12, temperature=0.0)
+    server = PolicyServer(tiny_server.url, "base", timeout=60)
+    served = run_served_episodes(server, tokenizer, ProseEnv, [0, 1, 2], 2, params, 4, hint_fraction=0.5)
+    local = run_episodes(HFBackend(model, tokenizer), ProseEnv, [0, 1, 2], 2, params, hint_fraction=0.5)
+    _same_episodes(served, local)
+    assert [e.hinted for e in served] == [True, False] * 3
+    assert all(e.info["finish"] == "length" and len(e.completion_ids) >= 12 for e in served)
+    for a, b in zip(served, local):  # the server's raw log-probs are the model's (temperature 0: unscaled)
+        assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
+
+
+def test_multi_turn_episodes_through_the_server_keep_the_token_accounting(ending_server, ending):
+    """Greedy turns of the ending model are <|im_end|> alone: three turns, two observations, each
+    turn's prompt as the server counted it equal to the trainer's context."""
+    model, tokenizer = load_base(str(ending))
+    params = SamplingConfig(max_new_tokens=8, temperature=0.0)
+    server = PolicyServer(ending_server.url + "/v1/", "base", timeout=60)
+    served = run_served_episodes(server, tokenizer, EchoEnv, [3, 4], 2, params, 3)
+    local = run_episodes(HFBackend(model, tokenizer), EchoEnv, [3, 4], 2, params)
+    _same_episodes(served, local)
+    assert all(e.num_actions == 2 and e.info["finish"] == "answer" for e in served)
+    final = served[0]
+    assert render_chat(tokenizer, final.messages, add_generation_prompt=False) == (
+        final.prompt_ids + final.completion_ids
+    )
+
+
+def test_sampled_turns_count_where_the_server_saw_other_tokens(ending_server, ending):
+    """At temperature 1 the ending model writes random tokens: a turn whose tokens are not the
+    tokenizer's own encoding of their text reaches the server re-encoded, and only such turns count."""
+    _, tokenizer = load_base(str(ending))
+    params = SamplingConfig(max_new_tokens=16, temperature=1.0)
+    episodes = run_served_episodes(
+        PolicyServer(ending_server.url, "base", 60), tokenizer, EchoEnv, range(6), 2, params, 8
+    )
+    for episode in episodes:
+        turns = [
+            [t for t, k in zip(episode.completion_ids, episode.turn_ids) if k == turn]
+            for turn in range(len(episode.boundaries))
+        ]
+        texts = [m.content for m in episode.messages if m.role == "assistant"]
+        eos = tokenizer.eos_token_id
+        canonical = [
+            tokenizer(text, add_special_tokens=False)["input_ids"] == [t for t in ids if t != eos]
+            for text, ids in zip(texts, turns)
+        ]
+        # turn k's prompt holds assistant turns 0..k-1; a turn is counted once its prompt holds a non-canonical one
+        asked = len(texts)
+        expected = sum(not all(canonical[:k]) for k in range(asked))
+        assert episode.info["context_mismatch_turns"] == expected
+
+
+def test_a_server_that_does_not_answer_is_a_user_error_naming_its_url(tmp_path):
+    with _serve("tiny", tmp_path) as running:
+        url = running.url
+    _, tokenizer = tiny_model()
+    with pytest.raises(ServerUnavailable, match=url.replace(".", r"\.")):
+        run_served_episodes(
+            PolicyServer(url, "base", 60), tokenizer, ProseEnv, [0], 1, SamplingConfig(max_new_tokens=4), 1
+        )
+    with pytest.raises(UserError, match="no such folder"):
+        _trainer(tmp_path / "run", "tiny", url, tmp_path / "absent")
+
+
+def _trainer(out: Path, model_name: Path | str, url: str, adapter_dir: Path, steps: int = 3) -> TurnGRPOTrainer:
+    model, tokenizer = load_base(str(model_name))
+    served = ServedRolloutConfig(url=url, model="base", adapter_dir=str(adapter_dir), in_flight=4)
+    config = TurnGRPOConfig(
+        steps=steps,
+        groups_per_step=2,
+        group_size=4,
+        learning_rate=1e-2,
+        lora_rank=4,
+        save_every=1,
+        max_redraws=0,
+        credit=CreditConfig(credit="grpo"),
+        served=served,
+    )
+    rollout = RolloutConfig(temperature=1.0, max_new_tokens=24)
+    return TurnGRPOTrainer(attach_lora(model, rank=4), tokenizer, ProseEnv, config, rollout, out)
+
+
+def _names(url: str) -> list[str]:
+    return [card["id"] for card in httpx.get(f"{url}/v1/models").json()["data"]]
+
+
+def test_grpo_from_served_rollouts_hot_loads_each_step_and_resumes_after_the_server_died(ending, root, tmp_path):
+    out = tmp_path / "run"
+    first = _serve(str(ending), root)
+    with first:
+        trainer = _trainer(out, ending, first.url, root)
+        start = trainable_state(trainer.policy)
+        seen = []
+        for step in (1, 2):
+            records = trainer.train(progress=False, until=step)
+            names = _names(first.url)
+            # the adapter of the weights after this step is served, and only this run's newest
+            mine = [name for name in names if name.startswith(trainer.adapter_prefix)]
+            assert mine == [f"{trainer.adapter_prefix}{step}"] and (root / mine[0]).is_dir()
+            assert records[-1]["served_adapter"] == f"{trainer.adapter_prefix}{step - 1}"
+            assert records[-1]["kept_groups"] > 0 and records[-1]["context_mismatch_turns"] == 0
+            seen += mine
+        assert not (root / f"{trainer.adapter_prefix}1").exists()  # unloaded ones are deleted
+        trained = trainable_state(trainer.policy)
+        assert any(not torch.equal(start[k], v) for k, v in trained.items())
+        # the served adapter is the trainer's LoRA: the same greedy reply and log-probs from both
+        chat = [{"role": "user", "content": "hi"}]
+        served = httpx.post(
+            f"{first.url}/v1/chat/completions",
+            json={"model": seen[-1], "messages": chat, "max_tokens": 6, "temperature": 0, "logprobs": True},
+        ).json()["choices"][0]["logprobs"]["content"]
+        local = HFBackend(trainer.policy, trainer.tokenizer).chat([chat], SamplingConfig(6, temperature=0.0))[0]
+        assert len(served) == len(local.token_ids)
+        assert torch.allclose(torch.tensor([e["logprob"] for e in served]), torch.tensor(local.logprobs), atol=1e-4)
+    # the server is gone: the next step fails with the URL named, after step 2's checkpoint
+    with pytest.raises(ServerUnavailable, match=first.url.replace(".", r"\.")):
+        trainer.train(progress=False)
+    assert [r["step"] for r in read_log(out)] == [1, 2]
+    second = _serve(str(ending), root)
+    with second:
+        resumed = _trainer(out, ending, second.url, root)
+        assert resumed.resume() and resumed.step == 2
+        assert all(torch.equal(trained[k], v) for k, v in trainable_state(resumed.policy).items())
+        records = resumed.train(progress=False)
+        assert [r["step"] for r in records] == [3]
+        assert records[0]["served_adapter"] == f"{resumed.adapter_prefix}2"
+        assert f"{resumed.adapter_prefix}3" in _names(second.url)
+    assert [r["step"] for r in read_log(out)] == [1, 2, 3]
+    log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    assert all(r["loss"] is not None for r in log)
