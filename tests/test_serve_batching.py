@@ -9,6 +9,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import threading
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -231,3 +232,35 @@ def test_concurrent_streamed_replies_and_logprobs_over_http_equal_each_alone():
         assert text_together == text
         assert [t for t, _ in entries_together] == [t for t, _ in entries]
         assert [lp for _, lp in entries_together] == pytest.approx([lp for _, lp in entries], abs=1e-4)
+
+
+def test_exclusive_waits_for_the_running_rows_and_holds_back_new_ones(setup, engine):
+    """Adapter weights change only between requests: `exclusive()` enters once the running row is
+    done, and a request queued meanwhile starts only after it."""
+    _, tokenizer, _ = setup
+    running, queued = _Collect(), _Collect()
+    entered, release, seen = threading.Event(), threading.Event(), {}
+
+    def hold() -> None:
+        with engine.exclusive():
+            seen["running_done"], seen["queued_tokens"] = running.done.is_set(), len(queued.tokens)
+            entered.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+
+    def on_token(sink: _Collect) -> None:
+        if len(sink.tokens) == 2:
+            holder.start()
+            while not engine._turnstile.locked():  # the holder waits for the model: `exclusive()` is pending
+                time.sleep(0.001)
+            engine.submit(_request(tokenizer, queued, TEXTS[1], 0, 3))
+
+    running.on_token = on_token
+    engine.submit(_request(tokenizer, running, TEXTS[0], 0, 40))
+    assert entered.wait(60)
+    assert seen == {"running_done": True, "queued_tokens": 0} and len(running.tokens) == 40
+    assert not queued.done.wait(0.3) and not queued.tokens  # held back while the block runs
+    release.set()
+    holder.join(30)
+    assert queued.done.wait(60) and queued.finish == "length"
