@@ -70,9 +70,9 @@ class ServeConfig:
     )
     host: str = option("127.0.0.1", "address to bind (default: this machine only)")
     port: int = option(8000, "TCP port (0: any free port)")
-    max_batch_size: int = option(8, "requests generated together in one batch")
+    max_batch_size: int = option(8, "requests decoded together (running rows); more wait in the queue")
     max_queue: int = option(64, "requests that may wait; more are refused with 503")
-    batch_wait_ms: float = option(5.0, "milliseconds the worker waits for a batch to fill")
+    batch_wait_ms: float = option(5.0, "milliseconds an idle worker waits for more requests to encode with the first")
     max_tokens: int = option(512, "completion tokens when a request does not say")
     max_context: int | None = option(
         None, "prompt + completion tokens allowed (default: the model's max_position_embeddings)"

@@ -1,7 +1,7 @@
 """The rows the server decodes together: requests join at a token boundary and leave when done.
 
 A `RunningBatch` holds each running request's KV cache in the rows of one `tracegym.kv_session`
-buffer (`_Rows`: per-row caches, masked padding, explicit positions, so padding changes no row's
+buffer (`RowCache`: per-row caches, masked padding, explicit positions, so padding changes no row's
 values). `join(requests)` encodes the new prompts together in a batch of their own, samples each
 one's first token, and rebuilds the buffer with the running rows' caches and the new ones;
 `step()` feeds every row its last sampled token in one forward pass and samples the next. A row
@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
-from tracegym.kv_session import _Entry, _Rows
+from tracegym.kv_session import CacheEntry, RowCache
 from tracegym.moe_router.mixture import MixtureRouter
 from tracegym.moe_router.request import GenerationRequest, TokenLogprob
 from tracegym.sampling import ends_with_stop, top_p_filter
@@ -76,7 +76,7 @@ class RunningBatch:
         self.model, self.tokenizer, self.router = model, tokenizer, router
         self.eos = tokenizer.eos_token_id
         self.rows: list[_Row] = []
-        self.cache: _Rows | None = None
+        self.cache: RowCache | None = None
         self.room = 0  # decode steps left in `cache`
         self.forwards = 0
         self.forward_rows = 0
@@ -90,7 +90,7 @@ class RunningBatch:
         if not requests:
             return
         device = self.model.device
-        prefill = _Rows(self.model, [(None, 0)] * len(requests), max(len(r.prompt) for r in requests), 0)
+        prefill = RowCache(self.model, [(None, 0)] * len(requests), max(len(r.prompt) for r in requests), 0)
         logits = self._forward(prefill, [r.prompt for r in requests], [r.slot for r in requests])
         rows = [_Row(r, self._generator(r, device), list(r.prompt)) for r in requests]
         entries = [prefill.entry(index, row.fed) for index, row in enumerate(rows)]
@@ -131,13 +131,13 @@ class RunningBatch:
             return None
         return torch.Generator(device=device).manual_seed(int(torch.randint(0, 2**62, (1,)).item()))
 
-    def _rebuild(self, rows: list[tuple[_Row, _Entry]]) -> None:
+    def _rebuild(self, rows: list[tuple[_Row, CacheEntry]]) -> None:
         """A new buffer holding `rows`' caches, with room for their next steps."""
         self.rows = [row for row, _ in rows]
         self.room = min(max(row.remaining for row in self.rows), GROWTH_STEPS)
-        self.cache = _Rows(self.model, [(entry, len(entry.ids)) for _, entry in rows], 0, self.room)
+        self.cache = RowCache(self.model, [(entry, len(entry.ids)) for _, entry in rows], 0, self.room)
 
-    def _forward(self, rows: _Rows, tokens: list[list[int]], slots: list[int | None]) -> torch.Tensor:
+    def _forward(self, rows: RowCache, tokens: list[list[int]], slots: list[int | None]) -> torch.Tensor:
         with self.router.routing_rows(slots):
             logits = rows.feed(tokens)
         self.forwards += 1

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from tracegym.generation import HFBackend, SamplingConfig, render_chat
-from tracegym.kv_session import PackedLinears, SharedPrefix, _Entry, _onednn, shared_prefix_attention
+from tracegym.kv_session import PackedLinears, SharedPrefix, CacheEntry, _onednn, shared_prefix_attention
 
 SYSTEM = "You answer questions about the hotel. Be brief, be exact, and never make anything up. " * 3
 
@@ -49,7 +49,7 @@ def test_shared_prefix_attention_equals_attention_over_the_whole_row():
     torch.manual_seed(0)
     layers, kv_heads, heads, dim, length, own, rows = 2, 2, 4, 8, 40, 6, 3
     keys, values = torch.randn(layers, kv_heads, length, dim), torch.randn(layers, kv_heads, length, dim)
-    prefix = SharedPrefix(_Entry(np.arange(length), keys, values))
+    prefix = SharedPrefix(CacheEntry(np.arange(length), keys, values))
     for width in (1, 3):  # a decode step, and a block of new tokens
         query = torch.randn(rows, heads, width, dim)
         key, value = torch.randn(rows, kv_heads, own, dim), torch.randn(rows, kv_heads, own, dim)

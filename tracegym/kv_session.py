@@ -61,7 +61,7 @@ PACK_ROWS = 16  # the batch size oneDNN lays packed weights out for (any number 
 
 
 @dataclass
-class _Entry:
+class CacheEntry:
     """A remembered cache of the tokens `ids`: `keys` (layers, kv heads, columns, key dim) and
     `values` (layers, kv heads, columns, value dim) of ids[start:], the first `start` tokens' being
     those of `prefix`, held once for the rows of a batch (start 0 without one)."""
@@ -111,7 +111,7 @@ class SharedPrefix:
     """The cache of the tokens every row of a batch begins with (`entry`), held once, as the
     attention reads it: each layer's keys and values per kv head, packed for oneDNN on CPU in float32."""
 
-    def __init__(self, entry: _Entry) -> None:
+    def __init__(self, entry: CacheEntry) -> None:
         self.entry, self.length = entry, len(entry.ids)
         self.packed: list[tuple[list[torch.Tensor], list[torch.Tensor]]] | None = None
         if _onednn() and entry.keys.device.type == "cpu" and entry.keys.dtype == torch.float32:
@@ -234,12 +234,12 @@ class PackedLinears:
 
 
 class _BufferLayer(DynamicLayer):
-    """One layer's keys and values for the rows of a `_Rows` batch: buffers of `capacity` columns,
+    """One layer's keys and values for the rows of a `RowCache` batch: buffers of `capacity` columns,
     allocated on the first update (shapes from the model), the reused caches of `sources` after
     their first `shared` tokens copied into the first `width` columns, then written in place."""
 
     def __init__(
-        self, index: int, sources: list[tuple[_Entry | None, int]], shared: int, width: int, capacity: int
+        self, index: int, sources: list[tuple[CacheEntry | None, int]], shared: int, width: int, capacity: int
     ) -> None:
         super().__init__()
         self.index, self.sources, self.shared = index, sources, shared
@@ -279,7 +279,7 @@ class _BufferLayer(DynamicLayer):
         self.keys, self.values = self.key_buffer[:, :, : self.length], self.value_buffer[:, :, : self.length]
 
 
-class _Rows:
+class RowCache:
     """Rows decoded together (layout in the module docstring): each starts from `sources[i]` =
     (entry, reused length) and may be fed up to `new_columns` tokens at once, then `steps` more.
     `shared` holds the first reused tokens once, the same in every row (None: nothing shared)."""
@@ -287,7 +287,7 @@ class _Rows:
     def __init__(
         self,
         model: PreTrainedModel,
-        sources: list[tuple[_Entry | None, int]],
+        sources: list[tuple[CacheEntry | None, int]],
         new_columns: int,
         steps: int,
         shared: SharedPrefix | None = None,
@@ -342,7 +342,7 @@ class _Rows:
             layer.keep(index)
         self.valid, self.positions = self.valid[index], [self.positions[row] for row in rows]
 
-    def entry(self, row: int, ids: Sequence[int]) -> _Entry:
+    def entry(self, row: int, ids: Sequence[int]) -> CacheEntry:
         """Row `row`'s cache, compacted, as the remembered cache of `ids` (the tokens it was fed;
         the batch's shared prefix stays held once)."""
         columns = self.valid[row, : self.column].nonzero()[:, 0]
@@ -352,7 +352,7 @@ class _Rows:
         layers = self.cache.layers
         keys = torch.stack([layer.key_buffer[row][:, columns] for layer in layers])
         values = torch.stack([layer.value_buffer[row][:, columns] for layer in layers])
-        return _Entry(np.asarray(ids, dtype=np.int64), keys, values, self.shared)
+        return CacheEntry(np.asarray(ids, dtype=np.int64), keys, values, self.shared)
 
 
 class KVSession(GenerationSession):
@@ -367,7 +367,7 @@ class KVSession(GenerationSession):
                 f"{type(self.model).__name__}: the hf backend supports full-attention layers only, "
                 f"got {sorted(set(layer_types))}"
             )
-        self.entries: list[_Entry | None] = []
+        self.entries: list[CacheEntry | None] = []
         self.hold_shared = getattr(self.model, "_supports_attention_backend", False)  # attention is pluggable
         self.held: SharedPrefix | None = None  # the last batch's shared prefix
         backend.packed = backend.packed or PackedLinears()  # kept by the backend across its sessions
@@ -400,11 +400,11 @@ class KVSession(GenerationSession):
         first = np.asarray(prompts[0], dtype=np.int64)
         common = min(_common_length(first, np.asarray(prompt, dtype=np.int64)) for prompt in prompts)
         completions: list[Completion | None] = [None] * len(prompts)
-        entries: list[_Entry | None] = [None] * len(prompts)
+        entries: list[CacheEntry | None] = [None] * len(prompts)
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
             sources = [(self.entries[plan[i][0]] if plan[i][0] is not None else None, plan[i][1]) for i in chunk]
-            rows = _Rows(
+            rows = RowCache(
                 self.model,
                 sources,
                 max(len(prompts[i]) - plan[i][1] for i in chunk),
@@ -445,7 +445,7 @@ class KVSession(GenerationSession):
                 best, reuse = index, length
         return best, reuse
 
-    def _held_once(self, sources: list[tuple[_Entry | None, int]], common: int) -> SharedPrefix | None:
+    def _held_once(self, sources: list[tuple[CacheEntry | None, int]], common: int) -> SharedPrefix | None:
         """The cache of the first tokens of a batch that every row reuses, at most the `common` ones
         every prompt of the call begins with, to hold once (the previous batch's when it holds the
         same tokens, or the one the reused caches refer to); None when there are fewer than
@@ -463,7 +463,7 @@ class KVSession(GenerationSession):
         else:
             parts = [entry.columns(layer, 0, length) for layer in range(len(entry.keys))]
             keys, values = (torch.stack([part[i] for part in parts]) for i in (0, 1))
-            self.held = SharedPrefix(_Entry(entry.ids[:length], keys, values))
+            self.held = SharedPrefix(CacheEntry(entry.ids[:length], keys, values))
         return self.held
 
     def _share(self, prompts: list[list[int]]) -> None:
@@ -477,15 +477,15 @@ class KVSession(GenerationSession):
         for ids in shared:
             index, reuse = self._reuse(ids, limit=len(ids))
             if len(ids) - reuse >= MIN_SHARED_TOKENS:
-                rows = _Rows(
+                rows = RowCache(
                     self.model, [(self.entries[index] if index is not None else None, reuse)], len(ids) - reuse, 0
                 )
                 rows.feed([ids[reuse:]])
                 self.entries.append(rows.entry(0, ids))
 
     def _decode(
-        self, rows: _Rows, logits: torch.Tensor, prompts: list[list[int]], params: SamplingConfig, seeds: list[int]
-    ) -> tuple[list[Completion], list[_Entry]]:
+        self, rows: RowCache, logits: torch.Tensor, prompts: list[list[int]], params: SamplingConfig, seeds: list[int]
+    ) -> tuple[list[Completion], list[CacheEntry]]:
         """Sample up to max_new_tokens per row from `logits` onwards; returns the completions and the
         rows' caches to remember. Finished rows leave the batch (their caches are final: a row's
         last token is never fed), so a few long turns do not keep paying for the attention of every
@@ -496,7 +496,7 @@ class KVSession(GenerationSession):
         sampled: list[list[int]] = [[] for _ in prompts]
         logprobs: list[list[float]] = [[] for _ in prompts]
         finish: list[str | None] = [None] * len(prompts)
-        entries: list[_Entry | None] = [None] * len(prompts)
+        entries: list[CacheEntry | None] = [None] * len(prompts)
         active = list(range(len(prompts)))  # the prompt of each batch row
         for _ in range(params.max_new_tokens):  # type: ignore[arg-type]
             tokens, token_logprobs = sample(logits, active)
