@@ -4,6 +4,7 @@ rollouts from the server hot-loads each step's adapter, trains, and resumes afte
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -49,24 +50,25 @@ def ending_model(folder: Path) -> Path:
 
 
 class EchoEnv(LookupEnv):
-    """LookupEnv whose first two turns, whatever they say, get an observation; the third ends it."""
+    """LookupEnv whose first `echoes` turns, whatever they say, get an observation; the next ends it."""
 
     name = "echo_test"
+    echoes = 2
 
     def __init__(self, **knobs) -> None:
         super().__init__(**knobs)
         self.verify = False  # its oracle (LookupEnv's) does not fit the echo turns
 
     def step(self, action: str) -> StepResult:
-        if self.turns < 2:
+        if self.turns < self.echoes:
             self.turns += 1
             return StepResult(f"noted turn {self.turns}: {len(action)} characters", 0.0, False, False)
         return super().step(action)
 
 
-def _serve(model: str, root: Path) -> RunningServer:
+def _serve(model: str, root: Path, max_context: int | None = 2048) -> RunningServer:
     config = ServeConfig(
-        model_name="base", max_tokens=64, max_context=2048, lora_root=[str(root)], max_loras=4, max_lora_rank=16
+        model_name="base", max_tokens=64, max_context=max_context, lora_root=[str(root)], max_loras=4, max_lora_rank=16
     )
     return RunningServer(create_app(model, config)[0])
 
@@ -139,9 +141,10 @@ def test_sampled_turns_count_where_the_server_saw_other_tokens(ending_server, en
     tokenizer's own encoding of their text reaches the server re-encoded, and only such turns count."""
     _, tokenizer = load_base(str(ending))
     params = SamplingConfig(max_new_tokens=16, temperature=1.0)
-    episodes = run_served_episodes(
-        PolicyServer(ending_server.url, "base", 60), tokenizer, EchoEnv, range(6), 2, params, 8
-    )
+    long_echo = type("LongEcho", (EchoEnv,), {"echoes": 4})
+    server = PolicyServer(ending_server.url, "base", 60)
+    episodes = run_served_episodes(server, tokenizer, long_echo, range(16), 2, params, 8)
+    counted = 0
     for episode in episodes:
         turns = [
             [t for t, k in zip(episode.completion_ids, episode.turn_ids) if k == turn]
@@ -157,6 +160,8 @@ def test_sampled_turns_count_where_the_server_saw_other_tokens(ending_server, en
         asked = len(texts)
         expected = sum(not all(canonical[:k]) for k in range(asked))
         assert episode.info["context_mismatch_turns"] == expected
+        counted += expected
+    assert counted  # the random turns held non-canonical ones that later turns were asked after
 
 
 def test_a_server_that_does_not_answer_is_a_user_error_naming_its_url(tmp_path):
@@ -237,3 +242,21 @@ def test_grpo_from_served_rollouts_hot_loads_each_step_and_resumes_after_the_ser
     assert [r["step"] for r in read_log(out)] == [1, 2, 3]
     log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     assert all(r["loss"] is not None for r in log)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["multi_step_task_completion", "precondition_verification"])
+def test_greedy_served_episodes_equal_the_in_process_ones_on_the_embedded_model(family, tmp_path):
+    """The embedded model, greedy, at the family's fitted turn budget: the same episodes (tokens,
+    turns, rewards) through `tracegym serve` as in process, for a handful of seeds."""
+    from tracegym.config import DEFAULT_MODEL
+    from tracegym.synth_envs.registry import make_env
+
+    model, tokenizer = load_base(DEFAULT_MODEL)
+    env = functools.partial(make_env, family)
+    params = SamplingConfig(max_new_tokens=None, temperature=0.0)
+    seeds = [0, 1, 2, 3, 4]
+    with _serve(DEFAULT_MODEL, tmp_path, max_context=None) as running:
+        served = run_served_episodes(PolicyServer(running.url, "base", 600), tokenizer, env, seeds, 1, params, 5)
+    local = run_episodes(HFBackend(model, tokenizer), env, seeds, 1, params)
+    _same_episodes(served, local)
