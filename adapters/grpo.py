@@ -26,6 +26,19 @@ of the plain policy gradient) and no extra forward pass is spent on it. With `mi
 the old log-probs are recomputed before the first update, with the hint-free prompt (the hint
 changed the sampling context, so the sampling log-probs are not the right denominator).
 
+Served rollouts (`config.served.url`, `--rollout-url`; default off: in-process generation). The
+episodes are sampled by an OpenAI-compatible server (tracegym.served_rollout: every turn a chat
+completion whose token ids are recorded exactly, `served.in_flight` requests at once); the update
+and its log-probs are computed here as for in-process rollouts. The server samples from the
+trainer's LoRA: before a run's first rollouts, and after every step, the policy's adapter is saved
+to `<adapter_dir>/<run>-<tag>-step<N>` and loaded through `/v1/load_lora_adapter` under that name
+(this run's earlier adapters unloaded and their folders deleted), so step N+1 samples from the
+weights after step N, and the first step from the starting adapter. The log records the adapter
+each step sampled from (`served_adapter`) and the turns whose prompt the server tokenised otherwise
+than the trainer (`context_mismatch_turns`). A server that stops answering raises
+`ServerUnavailable` (a UserError naming the URL): the run continues from its last checkpoint with
+`--resume` once a server answers again. Held-out evaluation and calibration stay in process.
+
 Several processes (started by `accelerate launch` or torchrun; a GPU each, or shares of the CPU over
 gloo: `on_cpu`). Each process draws every num_processes-th of the step's training seeds and rolls
 out, scores and backpropagates only those groups; each optimizer step divides the loss by its
@@ -278,9 +291,11 @@ class TurnGRPOTrainer:
         return episodes, kept, redrawn
 
     def rollouts(self, seeds: list[int]) -> list[Episode]:
-        """Sample `group_size` episodes per seed; this step's sampling seed is
+        """Sample `group_size` episodes per seed, in process or from the rollout server (publishing
+        the current adapter first if it has not been); this step's sampling seed is
         sampling_seed(config.seed, step), so an episode's draws depend on (seed, step, its seed,
-        rollout, turn) only, not on the other groups or the number of processes."""
+        rollout, turn) only, not on the other groups or the number of processes (a server that
+        ignores seeds, as `tracegym serve` does, draws its own)."""
         config = self.config
         params = SamplingConfig(
             max_new_tokens=self.rollout_config.max_new_tokens,
