@@ -4,6 +4,7 @@ rollouts from the server hot-loads each step's adapter, trains, and resumes afte
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 from pathlib import Path
@@ -176,6 +177,25 @@ def test_a_server_that_does_not_answer_is_a_user_error_naming_its_url(tmp_path):
         _trainer(tmp_path / "run", "tiny", url, tmp_path / "absent")
 
 
+class StoppingClient(PolicyServer):
+    """A client of a real server that stops it just before sending its `at`-th completion request."""
+
+    def __init__(self, running: RunningServer, at: int) -> None:
+        super().__init__(running.url, "base", 60)
+        self.running, self.at, self.sent = running, at, 0
+
+    async def complete(self, *args, **kwargs):
+        self.sent += 1
+        if self.sent == self.at:
+            await asyncio.to_thread(_stop, self.running)
+        return await super().complete(*args, **kwargs)
+
+
+def _stop(server: RunningServer) -> None:
+    server.server.should_exit = True
+    server.thread.join(30)
+
+
 def _trainer(out: Path, model_name: Path | str, url: str, adapter_dir: Path, steps: int = 3) -> TurnGRPOTrainer:
     model, tokenizer = load_base(str(model_name))
     served = ServedRolloutConfig(url=url, model="base", adapter_dir=str(adapter_dir), in_flight=4)
@@ -226,9 +246,12 @@ def test_grpo_from_served_rollouts_hot_loads_each_step_and_resumes_after_the_ser
         local = HFBackend(trainer.policy, trainer.tokenizer).chat([chat], SamplingConfig(6, temperature=0.0))[0]
         assert len(served) == len(local.token_ids)
         assert torch.allclose(torch.tensor([e["logprob"] for e in served]), torch.tensor(local.logprobs), atol=1e-4)
-    # the server is gone: the next step fails with the URL named, after step 2's checkpoint
-    with pytest.raises(ServerUnavailable, match=first.url.replace(".", r"\.")):
-        trainer.train(progress=False)
+        # the server stops in the middle of step 3's rollouts (as its third request goes out): the step
+        # fails with the URL named, and step 2's checkpoint is the last
+        trainer.server = StoppingClient(first, at=3)
+        with pytest.raises(ServerUnavailable, match=first.url.replace(".", r"\.")):
+            trainer.train(progress=False)
+        assert trainer.server.sent >= 3 and not first.thread.is_alive()
     assert [r["step"] for r in read_log(out)] == [1, 2]
     second = _serve(str(ending), root)
     with second:
