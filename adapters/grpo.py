@@ -82,11 +82,10 @@ from tracegym.adapters.lora import save_policy
 from tracegym.adapters.policy_loss import GroupBatch, clipped_surrogate, encode_prompt, group_batches, token_logprobs
 from tracegym.adapters.reference_scoring import reference_scores
 from tracegym.config import RolloutConfig, ServedRolloutConfig
-from tracegym.errors import UserError
 from tracegym.generation import HFBackend, SamplingConfig, sampling_seed
 from tracegym.precision import use_bf16
 from tracegym.rollout import Episode, run_episodes
-from tracegym.served_rollout import PolicyServer, run_served_episodes
+from tracegym.served_rollout import PolicyServer, connect, run_served_episodes
 from tracegym.synth_envs.base import Environment
 
 logger = logging.getLogger(__name__)
@@ -213,28 +212,14 @@ class TurnGRPOTrainer:
     # -- served rollouts ----------------------------------------------------------------------
 
     def _connect(self, served: ServedRolloutConfig) -> PolicyServer | None:
-        """The rollout server of `served` (None without a URL), checked: `adapter_dir` exists and the
-        server answers and serves `served.model`. Raises UserError otherwise."""
+        """The rollout server of `served` (None without a URL), checked (`served_rollout.connect`);
+        sets the adapter folder and this run's adapter name prefix."""
         if served.url is None:
             return None
-        if served.adapter_dir is None:
-            raise UserError(
-                "--rollout-url needs --rollout-adapter-dir: a folder the server loads adapters from (its --lora-root)"
-            )
-        folder = Path(served.adapter_dir).expanduser()
-        if not folder.is_dir():
-            raise UserError(f"--rollout-adapter-dir {served.adapter_dir}: no such folder")
-        self.adapter_dir = folder.resolve()
-        where = str(self.out_dir.resolve())
-        tag = hashlib.blake2b(where.encode(), digest_size=3).hexdigest()
-        self.adapter_prefix = f"{re.sub(r'[^A-Za-z0-9._-]+', '-', self.out_dir.resolve().name)}-{tag}-step"
-        server = PolicyServer.from_config(served)
-        models = server.models()
-        if served.model not in models:
-            raise UserError(
-                f"the rollout server {server.url} does not serve '{served.model}' (it serves {', '.join(models)}): "
-                "set --rollout-model to its base model's name"
-            )
+        server, self.adapter_dir = connect(served)
+        where = self.out_dir.resolve()
+        tag = hashlib.blake2b(str(where).encode(), digest_size=3).hexdigest()
+        self.adapter_prefix = f"{re.sub(r'[^A-Za-z0-9._-]+', '-', where.name)}-{tag}-step"
         return server
 
     def _publish(self) -> str:

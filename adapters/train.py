@@ -36,6 +36,7 @@ from tracegym.generation import HFBackend
 from tracegym.models import check_model, load_model, tiny_model
 from tracegym.rollout import fit_turn_budget
 from tracegym.schema import AdapterArtifact, EnvSpec
+from tracegym.served_rollout import connect
 from tracegym.synth_envs.base import Environment
 from tracegym.synth_envs.calibration import CalibrationConfig, backend_measure, calibrate, write_calibrations
 from tracegym.synth_envs.registry import get_family, make_env
@@ -131,9 +132,13 @@ def train_adapter(
     rather than silently overwritten). env_factory: an environment outside the registry (tests);
     it cannot be calibrated. With calibration enabled, the family's knobs are searched against
     the warm-started policy before GRPO and the adapter's artifact records the calibrated spec.
+    With `config.grpo.served.url`, GRPO's rollouts come from that server (checked first: UserError
+    for a missing adapter folder or a server that does not answer); evaluation stays in process.
     """
     calibrating = config.calibration.enabled and env_factory is None
     check_model(config.model)
+    if config.grpo.served.url is not None:
+        connect(config.grpo.served)  # a missing adapter folder or a silent server fails before any work
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if not resume and find_checkpoint(out_dir / CHECKPOINT_DIR) is not None:

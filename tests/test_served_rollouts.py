@@ -283,3 +283,30 @@ def test_greedy_served_episodes_equal_the_in_process_ones_on_the_embedded_model(
         served = run_served_episodes(PolicyServer(running.url, "base", 600), tokenizer, env, seeds, 1, params, 5)
     local = run_episodes(HFBackend(model, tokenizer), env, seeds, 1, params)
     _same_episodes(served, local)
+
+
+def test_train_cli_samples_from_the_server_and_resumes_after_it_was_down(tiny_server, root, tmp_path, capsys):
+    from tracegym.cli import main
+
+    out = tmp_path / "adapter"
+    common = ["train", "precondition_verification", "--out", str(out), "--model", "tiny", "--eval-seeds", "0"]
+    common += ["--grpo-groups-per-step", "1", "--grpo-group-size", "2", "--max-new-tokens", "6"]
+    common += ["--grpo-save-every", "1", "--credit", "grpo", "--rollout-model", "base"]
+    served = ["--rollout-url", tiny_server.url, "--rollout-adapter-dir", str(root)]
+    assert main([*common, *served, "--grpo-steps", "1"]) == 0
+    with _serve("tiny", root) as gone:
+        dead = gone.url
+    assert (
+        main([*common, "--rollout-url", dead, "--rollout-adapter-dir", str(root), "--grpo-steps", "2", "--resume"]) == 1
+    )
+    error = capsys.readouterr().err
+    assert f"the rollout server {dead} is not answering" in error and "--resume" in error
+    assert main([*common, *served, "--grpo-steps", "2", "--resume"]) == 0
+    records = read_log(out)
+    assert [r["step"] for r in records] == [1, 2]
+    assert [r["served_adapter"].rsplit("-", 1)[1] for r in records] == ["step0", "step1"]
+    assert (
+        main([*common, *served[:2], "--rollout-adapter-dir", str(tmp_path / "nowhere"), "--out", str(tmp_path / "b")])
+        == 1
+    )
+    assert "--rollout-adapter-dir" in capsys.readouterr().err

@@ -32,6 +32,7 @@ import asyncio
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -160,6 +161,27 @@ class PolicyServer:
         finish = "length" if choice["finish_reason"] == "length" else "stop"
         text = tokenizer.decode(ids, skip_special_tokens=True)
         return Completion(text, ids, [float(entry["logprob"]) for entry in content], finish)
+
+
+def connect(config: ServedRolloutConfig) -> tuple[PolicyServer, Path]:
+    """The rollout server of `config` (its URL set) and its adapter folder, resolved. Raises
+    UserError unless `config.adapter_dir` is an existing folder, the server answers, and it serves
+    `config.model`."""
+    if config.adapter_dir is None:
+        raise UserError(
+            "--rollout-url needs --rollout-adapter-dir: a folder the server loads adapters from (its --lora-root)"
+        )
+    folder = Path(config.adapter_dir).expanduser()
+    if not folder.is_dir():
+        raise UserError(f"--rollout-adapter-dir {config.adapter_dir}: no such folder")
+    server = PolicyServer.from_config(config)
+    models = server.models()
+    if config.model not in models:
+        raise UserError(
+            f"the rollout server {server.url} does not serve '{config.model}' (it serves {', '.join(models)}): "
+            "set --rollout-model to its base model's name"
+        )
+    return server, folder.resolve()
 
 
 def _reason(response: httpx.Response) -> str:
