@@ -8,7 +8,7 @@ episodes per second of each and their ratio (served / in-process), with the toke
 `--temperature 0`, are the same episodes, and the count of token-identical ones is printed).
 
     python benchmarks/served_rollouts.py [--model tiny|smollm2-135m] [--family F] [--seeds 8]
-        [--rollouts 2] [--max-new-tokens 32] [--in-flight 16] [--max-batch-size 8] [--rounds 2]
+        [--rollouts 2] [--max-new-tokens 32] [--in-flight 16] [--max-batch-size 8] [--rounds 2] [--threads N]
 """
 
 from __future__ import annotations
@@ -33,11 +33,13 @@ from tracegym.synth_envs.registry import make_env
 URL = re.compile(r"on (http://\S+)/v1 ")
 
 
-def start_server(model: str, max_batch_size: int) -> tuple[subprocess.Popen, str]:
-    """`tracegym serve MODEL` on a free port; returns the process and its base URL."""
+def start_server(model: str, max_batch_size: int, threads: int | None) -> tuple[subprocess.Popen, str]:
+    """`tracegym serve MODEL` on a free port (with `threads` torch threads: OMP_NUM_THREADS); returns
+    the process and its base URL."""
     command = [sys.executable, "-m", "tracegym.cli", "serve", model, "--port", "0", "--model-name", "base"]
     command += ["--max-batch-size", str(max_batch_size), "--max-queue", "1024"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=os.environ)
+    env = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     assert process.stdout is not None
     for line in process.stdout:
         found = URL.search(line)
@@ -72,14 +74,22 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=16, help="served turns requested at once")
     parser.add_argument("--max-batch-size", type=int, default=8, help="the server's --max-batch-size")
     parser.add_argument("--rounds", type=int, default=2, help="alternating timing rounds, best of each kept")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="torch threads of each side (default: torch's choice; 1 where other jobs share the cores: two threads "
+        "on two busy cores can run the in-process engine tens of times slower)",
+    )
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     env = functools.partial(make_env, args.family)
     seeds = list(range(args.seeds))
     params = SamplingConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=0)
     model, tokenizer = load_base(args.model)
     backend = HFBackend(model, tokenizer, batch_size=len(seeds) * args.rollouts)
-    process, url = start_server(args.model, args.max_batch_size)
+    process, url = start_server(args.model, args.max_batch_size, args.threads)
     try:
         server = PolicyServer(url, "base", timeout=600)
         warm = SamplingConfig(max_new_tokens=2, temperature=args.temperature)
@@ -98,7 +108,7 @@ def main() -> None:
     print(
         f"{args.model}, {args.family}: {len(seeds)} seeds x {args.rollouts} rollouts, {args.max_new_tokens} tokens a "
         f"turn at most, T={args.temperature}; server: {args.in_flight} in flight, batches of {args.max_batch_size}; "
-        f"{torch.get_num_threads()} torch threads here, best of {args.rounds} rounds"
+        f"{torch.get_num_threads()} torch threads a side, best of {args.rounds} rounds"
     )
     local_rate = describe("in-process", local, local_s)
     served_rate = describe(f"served ({args.in_flight} in flight)", served, served_s)
