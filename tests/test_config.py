@@ -29,7 +29,9 @@ HAND_WRITTEN = {
     "--config",
     "--quick",
     "--domain",
-}  # --quick picks a preset file, like --config; --domain names an input (a domain's rules), like PATH
+    "--stop-after",
+}  # --quick picks a preset file, like --config; --domain names an input (a domain's rules), like PATH;
+# --stop-after says where this call ends, like --resume, and is no setting of the run (a later call drops it)
 
 
 @dataclass
