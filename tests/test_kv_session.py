@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from tracegym.generation import HFBackend, SamplingConfig, render_chat
-from tracegym.kv_session import PackedLinears, SharedPrefix, CacheEntry, _onednn, shared_prefix_attention
+from tracegym.kv_session import CacheEntry, PackedLinears, SharedPrefix, _onednn, shared_prefix_attention
 
 SYSTEM = "You answer questions about the hotel. Be brief, be exact, and never make anything up. " * 3
 
