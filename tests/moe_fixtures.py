@@ -6,6 +6,9 @@ The adapters are random LoRAs (B not zero, so each changes the model) with the a
 
 from __future__ import annotations
 
+import re
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -51,3 +54,15 @@ def routed_folder(tmp_path_factory, tiny_adapters) -> Path:
     out = tmp_path_factory.mktemp("routed") / "router"
     build_router(tiny_adapters, out, SMALL)
     return out
+
+
+def served_url(lines: list[str], process: subprocess.Popen, timeout_s: float) -> str:
+    """The base URL a `tracegym serve` subprocess says it serves on, once it says so (its output grows
+    in `lines`); AssertionError with the output's tail when it does not within `timeout_s` seconds."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        found = re.search(r"serving .* on (http://\S+)/v1 ", "".join(lines))
+        if found:
+            return found[1]
+        time.sleep(0.1)
+    raise AssertionError(f"the server did not start: {''.join(lines)[-2000:]}")

@@ -10,19 +10,13 @@ import numpy as np
 import pytest
 from benchmark_modules import load_benchmark
 
+from tracegym.analysis.detect_tau import CAPABILITIES
 from tracegym.analysis.diagnose import diagnose
 from tracegym.analysis.ingest import ingest_paths
 from tracegym.analysis.selection import majority
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "tests" / "fixtures" / "tau_v1_small.json"  # retail: task 0 (a success, a failure), task 5 (a failure)
-CAPABILITIES = (
-    "structured_data_reasoning",
-    "multi_step_task_completion",
-    "precondition_verification",
-    "tool_calling_precision",
-    "policy_compliance",
-)
 
 
 @pytest.fixture

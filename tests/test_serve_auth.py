@@ -6,17 +6,16 @@ key is refused."""
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import httpx
 import openai
 import pytest
+from moe_fixtures import served_url
 
 from tracegym.cli import build_parser, main
 from tracegym.moe_router.config import API_KEY_ENV, ServeConfig, is_loopback
@@ -132,7 +131,7 @@ def test_the_command_serves_with_the_key_from_the_environment_and_never_prints_i
     reader = threading.Thread(target=lambda: lines.extend(process.stdout or ()), daemon=True)
     reader.start()
     try:
-        url = _served_url(lines, process, 120)
+        url = served_url(lines, process, 120)
         assert httpx.get(f"{url}/v1/models").status_code == 401
         assert httpx.get(f"{url}/health").status_code == 200
         client = openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0, timeout=60)
@@ -144,14 +143,3 @@ def test_the_command_serves_with_the_key_from_the_environment_and_never_prints_i
     output = "".join(lines)
     assert process.returncode == 0, output[-2000:]
     assert "(API key required;" in output and KEY not in output
-
-
-def _served_url(lines: list[str], process: subprocess.Popen, timeout_s: float) -> str:
-    """The base URL the server says it serves on, once it says so (its output grows in `lines`)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and process.poll() is None:
-        found = re.search(r"serving .* on (http://\S+)/v1 ", "".join(lines))
-        if found:
-            return found[1]
-        time.sleep(0.1)
-    raise AssertionError(f"the server did not start: {''.join(lines)[-2000:]}")

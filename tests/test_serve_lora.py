@@ -8,20 +8,18 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import re
 import shutil
 import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import httpx
 import openai
 import pytest
 import torch
-from moe_fixtures import make_adapter
+from moe_fixtures import make_adapter, served_url
 from peft import LoraConfig, PeftModel, get_peft_model
 
 from tracegym.cli import build_parser, main
@@ -463,7 +461,7 @@ def test_the_command_serves_a_base_model_with_adapters(folders):
     reader = threading.Thread(target=lambda: lines.extend(process.stdout or ()), daemon=True)
     reader.start()
     try:
-        url = _served_url(lines, process, 120)
+        url = served_url(lines, process, 120)
         assert "adapter 'start'" in "".join(lines) and "adapters load at run time from" in "".join(lines)
         assert _load(url, "runtime", folders["good"]).status_code == 200
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=60)
@@ -474,17 +472,6 @@ def test_the_command_serves_a_base_model_with_adapters(folders):
         process.wait(60)
         reader.join(10)
     assert process.returncode == 0, "".join(lines)[-2000:]
-
-
-def _served_url(lines: list[str], process: subprocess.Popen, timeout_s: float) -> str:
-    """The base URL the server says it serves on, once it says so (its output grows in `lines`)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and process.poll() is None:
-        found = re.search(r"serving .* on (http://\S+)/v1 ", "".join(lines))
-        if found:
-            return found[1]
-        time.sleep(0.1)
-    raise AssertionError(f"the server did not start: {''.join(lines)[-2000:]}")
 
 
 class _Collect:
