@@ -49,9 +49,10 @@ DEFAULT_GAPS = ("precondition_verification", "multi_step_task_completion")  # ea
 
 
 def commit() -> str:
-    """The checkout's commit, with `+dirty` when the working tree differs from it."""
+    """The checkout's commit, with `+dirty` when its tracked files differ from it (the result files aside)."""
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True)
+    status = ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks/results"]
+    dirty = subprocess.run(status, cwd=REPO, capture_output=True)
     return head + ("+dirty" if dirty.stdout.strip() else "")
 
 
