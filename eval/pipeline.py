@@ -72,7 +72,7 @@ def run_pipeline(out_dir: str | Path, config: RunConfig, stop_after: str | None 
     if stop_after is not None and stop_after not in STOP_POINTS:
         raise ValueError(f"stop_after must be one of {', '.join(STOP_POINTS)}, got {stop_after!r}")
     check_model(config.model)
-    run = RunDirectory(out_dir, config_dict(config), [Path(p) for p in config.inputs])
+    run = RunDirectory(out_dir, config_dict(config), [Path(p) for p in config.inputs], config_dict(RunConfig()))
     with library_output_to(run.root):
         stage = functools.partial(_stage, run)
         if config.inputs:

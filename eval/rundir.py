@@ -65,20 +65,49 @@ class RunDirectoryError(UserError):
     """The directory holds a run made with another config, or a run.json that cannot be read."""
 
 
-class RunDirectory:
-    """Stage bookkeeping for one run; `config` is stored and must match on resume, `inputs` are
-    hashed (a changed input reruns every stage)."""
+_MISSING = object()
 
-    def __init__(self, root: str | Path, config: dict[str, Any], inputs: list[Path] = ()) -> None:
+
+def config_differences(stored: Any, current: Any, defaults: Any = _MISSING, key: str = "") -> list[str]:
+    """`key: stored -> current` for each setting whose value differs between two config dicts. A
+    setting the stored config lacks (added since that run was made) differs only when its current
+    value is not its value in `defaults`."""
+    if isinstance(stored, dict) and isinstance(current, dict):
+        found = []
+        for name in sorted(set(stored) | set(current)):
+            path = f"{key}.{name}" if key else name
+            default = defaults.get(name, _MISSING) if isinstance(defaults, dict) else _MISSING
+            if name not in stored and default is not _MISSING and current[name] == default:
+                continue
+            found += config_differences(stored.get(name, _MISSING), current.get(name, _MISSING), default, path)
+        return found
+    if stored == current:
+        return []
+
+    def shown(value: Any) -> str:
+        return "(absent)" if value is _MISSING else repr(value)
+
+    return [f"{key}: {shown(stored)} -> {shown(current)}"]
+
+
+class RunDirectory:
+    """Stage bookkeeping for one run; `config` is stored and must match on resume (a setting added
+    since, at its value in `defaults`, matches), `inputs` are hashed (a changed input reruns every
+    stage)."""
+
+    def __init__(
+        self, root: str | Path, config: dict[str, Any], inputs: list[Path] = (), defaults: dict[str, Any] | None = None
+    ) -> None:
         self.root = Path(root).resolve()
         self.manifest_path = self.root / "run.json"
         hashes = {str(path): sha256_input(path) for path in inputs}
         if self.manifest_path.exists():
             self.manifest = self._read()
-            if self.manifest.get("config") != config:
+            differences = config_differences(self.manifest.get("config"), config, defaults or {})
+            if differences:
                 raise RunDirectoryError(
                     f"{self.manifest_path}: this run directory was made with another config "
-                    f"({self.manifest.get('config')}); use a new --out directory"
+                    f"({'; '.join(differences)}); use a new --out directory"
                 )
             changed = sorted(p for p, h in hashes.items() if self.manifest.get("inputs", {}).get(p) != h)
             if changed:

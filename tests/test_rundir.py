@@ -120,3 +120,13 @@ def test_a_bad_model_is_a_one_line_error_that_leaves_no_debris(tmp_path, capsys,
         error = capsys.readouterr().err
         assert model in error and error.count("\n") == 1, error
     assert not (tmp_path / "t").exists() and not (tmp_path / "r").exists()
+
+
+def test_a_setting_added_since_the_run_resumes_at_its_default_and_refuses_otherwise(tmp_path):
+    RunDirectory(tmp_path, {"steps": 4, "grpo": {"lr": 0.1}})
+    defaults = {"steps": 1, "grpo": {"lr": 0.5, "served": {"url": None}}}
+    RunDirectory(tmp_path, {"steps": 4, "grpo": {"lr": 0.1, "served": {"url": None}}}, defaults=defaults)
+    with pytest.raises(RunDirectoryError, match=r"grpo\.served: \(absent\) -> \{'url': 'http://x'\}"):
+        RunDirectory(tmp_path, {"steps": 4, "grpo": {"lr": 0.1, "served": {"url": "http://x"}}}, defaults=defaults)
+    with pytest.raises(RunDirectoryError, match=r"grpo\.lr: 0\.1 -> 0\.5; steps: 4 -> 1"):
+        RunDirectory(tmp_path, {"steps": 1, "grpo": {"lr": 0.5}}, defaults=defaults)
