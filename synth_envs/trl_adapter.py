@@ -13,6 +13,12 @@ transformers derives the tool's JSON schema from it, plus `submit_answer(answer)
 the text of the final assistant turn never reaches the environment; the episode's reward is the
 environment's reward once the answer is submitted, 0.0 otherwise. `trl_dataset(family, seeds)`
 gives the matching prompt dataset (one row per seed, carrying the seed that `reset` reads).
+
+To train on exactly the conversations tracegym's own trainer sees (benchmarks/vs_trl.py), build the
+class with `answer_tool=False` (no `submit_answer`: a plain-text turn is the final answer, scored by
+`final_answer_reward`), the dataset with `tracegym_prompt=True` (tracegym's system prompt, tools and
+call format included) and the tokenizer with `tracegym_chat_template(tokenizer)`, which renders
+tool calls and results as `tracegym.generation.render_chat` does and parses Hermes `<tool_call>`s.
 """
 
 from __future__ import annotations
@@ -49,7 +55,8 @@ def _tool_method(tool: Tool) -> Callable[..., str]:
 
 
 class TRLEnvironment:
-    """Base of the generated classes: wraps one Environment instance per rollout."""
+    """Base of the generated classes: wraps one Environment instance per rollout. A plain-text turn
+    is scored by `final_answer_reward`; `AnswerToolEnvironment` adds the `submit_answer` tool."""
 
     family: str = ""
     knobs: dict[str, Any] = {}
@@ -76,6 +83,19 @@ class TRLEnvironment:
         text = result.observation.strip()
         return text.removeprefix("<tool_response>").removesuffix("</tool_response>").strip()
 
+    def _answer(self, text: str) -> float:
+        """End the episode with the final answer `text` (an empty one when blank) unless it has
+        ended; returns the episode's reward."""
+        if not (self.finished or self.env.ended):
+            result = self.env.step(text if text.strip() else " ")
+            self.finished, self.reward = True, result.reward
+        return float(self.reward)
+
+
+class AnswerToolEnvironment(TRLEnvironment):
+    """A TRLEnvironment whose episode ends with the `submit_answer` tool; TRL reads its reward from
+    `get_reward`."""
+
     def submit_answer(self, answer: str) -> str:
         """Submit the final answer to the user's request; this ends the task.
 
@@ -84,8 +104,7 @@ class TRLEnvironment:
         """
         if self.finished or self.env.ended:
             return "error: the episode is over"
-        result = self.env.step(answer if answer.strip() else " ")
-        self.finished, self.reward = True, result.reward
+        self._answer(answer)
         return "answer recorded"
 
     def get_reward(self) -> float:
@@ -93,8 +112,24 @@ class TRLEnvironment:
         return float(self.reward)
 
 
-def trl_environment_class(family: str, **knobs: Any) -> type[TRLEnvironment]:
-    """A TRL environment class for `family` at `knobs`; pass the class itself as `environment_factory`."""
+def final_answer_reward(
+    completions: list[list[dict[str, Any]]], environments: list[TRLEnvironment], **_: Any
+) -> list[float]:
+    """TRL reward function for classes built with `answer_tool=False`: a rollout's last assistant
+    turn, when it calls no tool, is its final answer; one that ends on a tool call (turns or tokens
+    ran out) is scored with an empty answer, as tracegym scores a truncated episode."""
+    rewards = []
+    for messages, environment in zip(completions, environments, strict=True):
+        last = messages[-1] if messages else {}
+        answered = last.get("role") == "assistant" and not last.get("tool_calls")
+        rewards.append(environment._answer(str(last.get("content") or "") if answered else ""))
+    return rewards
+
+
+def trl_environment_class(family: str, answer_tool: bool = True, **knobs: Any) -> type[TRLEnvironment]:
+    """A TRL environment class for `family` at `knobs`; pass the class itself as `environment_factory`.
+    With `answer_tool` (default) the episode ends with `submit_answer`; without it, with a plain-text
+    turn, and the trainer needs `final_answer_reward` among its reward functions."""
     cls = get_family(family)
     methods: dict[str, Any] = {"family": cls.name, "knobs": dict(knobs)}
     for tool in cls(cls.Config(**knobs)).offered.values():
@@ -102,19 +137,67 @@ def trl_environment_class(family: str, **knobs: Any) -> type[TRLEnvironment]:
             raise ValueError(f"{family}: tool name '{tool.name}' collides with the TRL adapter's own methods")
         methods[tool.name] = _tool_method(tool)
     name = "".join(part.title() for part in cls.name.split("_")) + "TRLEnv"
-    return type(name, (TRLEnvironment,), methods)
+    return type(name, (AnswerToolEnvironment if answer_tool else TRLEnvironment,), methods)
 
 
-def trl_dataset(family: str, seeds: range | list[int], **knobs: Any) -> Any:
-    """A `datasets.Dataset` of prompts (system: the family's instructions) with a `seed` column."""
+def trl_dataset(family: str, seeds: range | list[int], tracegym_prompt: bool = False, **knobs: Any) -> Any:
+    """A `datasets.Dataset` of prompts with a `seed` column. The system turn holds the family's
+    instructions and asks for `submit_answer` (TRL renders the tools), or with `tracegym_prompt`
+    the system prompt tracegym's own rollouts use (tools, call format, plain-text final answer)."""
     import datasets
 
-    cls = get_family(family)
-    instructions = (
-        cls(cls.Config(**knobs)).instructions + "\nWhen you are done, call submit_answer with your final answer."
-    )
+    env = get_family(family)(get_family(family).Config(**knobs))
+    if tracegym_prompt:
+        system = env.system_prompt
+    else:
+        system = env.instructions + "\nWhen you are done, call submit_answer with your final answer."
     rows = [
-        {"prompt": [{"role": "system", "content": instructions}, {"role": "user", "content": ""}], "seed": int(seed)}
+        {"prompt": [{"role": "system", "content": system}, {"role": "user", "content": ""}], "seed": int(seed)}
         for seed in seeds
     ]
     return datasets.Dataset.from_list(rows)
+
+
+# tracegym.generation.render_chat in an <|im_start|> template (SmolLM2's): tool calls appended to the
+# assistant's text as <tool_call>{"name": …, "arguments": …}</tool_call> lines, the results of one
+# turn's calls one user turn inside <tool_response> tags, a line each (as a tracegym environment
+# answers them), and the tools left out (the system prompt already lists them).
+TRACEGYM_CHAT_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{%- if loop.first and message.role != 'system' -%}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}"
+    "{%- endif -%}"
+    "{%- if message.role == 'tool' -%}"
+    "{%- if loop.previtem is defined and loop.previtem.role == 'tool' -%}{{ '\n' }}"
+    "{%- else -%}{{ '<|im_start|>user\n<tool_response>\n' }}{%- endif -%}"
+    "{{ message.content }}"
+    "{%- if loop.nextitem is not defined or loop.nextitem.role != 'tool' -%}"
+    "{{ '\n</tool_response><|im_end|>\n' }}{%- endif -%}"
+    "{%- else -%}"
+    "{%- set text = namespace(value=message.content or '') -%}"
+    "{%- for call in message.tool_calls or [] -%}"
+    "{%- set function = call.function if call.function is defined else call -%}"
+    "{%- set text.value = text.value + '\n<tool_call>' + "
+    "({'name': function.name, 'arguments': function.arguments} | tojson) + '</tool_call>' -%}"
+    "{%- endfor -%}"
+    "{{ '<|im_start|>' + message.role + '\n' + (text.value | trim) + '<|im_end|>\n' }}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\n' }}{%- endif -%}"
+)
+
+
+def tracegym_chat_template(tokenizer: Any) -> Any:
+    """A copy of an <|im_start|>-template tokenizer (SmolLM2's, the embedded model's) that renders
+    conversations as tracegym's rollouts do and parses Hermes `<tool_call>` JSON in replies (TRL's
+    Qwen3 response template), for TRL's GRPOTrainer."""
+    import copy
+
+    from trl.chat_template_utils import qwen3_template
+
+    if "<|im_start|>" not in (tokenizer.chat_template or ""):
+        raise ValueError("tracegym_chat_template needs a tokenizer whose chat template uses <|im_start|> turns")
+    copied = copy.deepcopy(tokenizer)
+    copied.chat_template = TRACEGYM_CHAT_TEMPLATE
+    copied.response_template = qwen3_template
+    return copied

@@ -78,3 +78,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Gener
         if reason is not None and reason in str(report.longrepr):
             report.outcome, report.longrepr = "failed", _broken_message(reason)
     return report
+
+
+@pytest.fixture
+def fresh_accelerate_state():
+    """TRL's trainer initialises accelerate's process-wide state; reset it so later tests start clean."""
+    from accelerate.state import AcceleratorState
+
+    yield
+    AcceleratorState._reset_state(reset_partial_state=True)

@@ -7,8 +7,16 @@ import inspect
 import pytest
 from transformers.utils import get_json_schema
 
+from tracegym.generation import render_chat
+from tracegym.models import load_tokenizer
+from tracegym.synth_envs.base import play
 from tracegym.synth_envs.registry import make_env
-from tracegym.synth_envs.trl_adapter import trl_dataset, trl_environment_class
+from tracegym.synth_envs.trl_adapter import (
+    final_answer_reward,
+    tracegym_chat_template,
+    trl_dataset,
+    trl_environment_class,
+)
 from tracegym.toolcalls import parse_tool_calls
 
 
@@ -58,6 +66,63 @@ def test_oracle_through_the_adapter_earns_the_env_reward(family: str) -> None:
         assert "episode is over" in instance.submit_answer("again")
 
 
+def _trl_conversation(family: str, seed: int) -> tuple[list[dict], object]:
+    """The oracle's episode as TRL builds it with answer_tool=False: the tracegym-prompt dataset row,
+    each call parsed into `tool_calls` and answered by the adapter, the last turn plain text."""
+    instance = trl_environment_class(family, answer_tool=False)()
+    row = trl_dataset(family, [seed], tracegym_prompt=True)[0]
+    messages = [*row["prompt"][:-1], {"role": "user", "content": instance.reset(**row)}]
+    oracle = make_env(family).oracle(seed)
+    for turn in oracle[:-1]:
+        calls = parse_tool_calls(turn).calls
+        messages.append(
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {"type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls
+                ],
+            }
+        )
+        messages += [
+            {"role": "tool", "name": c.name, "content": getattr(instance, c.name)(**c.arguments)} for c in calls
+        ]
+    messages.append({"role": "assistant", "content": oracle[-1]})
+    return messages, instance
+
+
+@pytest.mark.parametrize("family", ["precondition_verification", "error_recovery", "multi_step_task_completion"])
+def test_trl_sees_the_conversation_tracegym_renders(family: str) -> None:
+    tokenizer = load_tokenizer("smollm2-135m")
+    trl_tokenizer = tracegym_chat_template(tokenizer)
+    env = make_env(family)
+    for seed in range(3):
+        messages, instance = _trl_conversation(family, seed)
+        dialogue, result = play(env, seed, env.oracle(seed))
+        assert result.reward == 1.0
+        assert trl_tokenizer.apply_chat_template(messages, tokenize=False) == tokenizer.decode(
+            render_chat(tokenizer, dialogue, add_generation_prompt=False)
+        )
+        assert "submit_answer" not in dir(instance) and not hasattr(instance, "get_reward")
+        assert final_answer_reward([messages[2:]], [instance]) == [1.0]
+
+
+def test_final_answer_reward_scores_truncated_and_wrong_episodes() -> None:
+    family = "precondition_verification"
+    calls = make_env(family).oracle(0)[:-1]
+    cut, cut_env = _trl_conversation(family, 0)  # ends on a tool result below: the turns ran out
+    assert final_answer_reward([cut[2:-1]], [cut_env]) == [make_env(family).replay(0, [*calls, " "]).reward]
+    wrong, wrong_env = _trl_conversation(family, 0)
+    wrong[-1] = {"role": "assistant", "content": "no idea"}
+    expected = make_env(family).replay(0, [*calls, "no idea"]).reward
+    assert final_answer_reward([wrong[2:]], [wrong_env]) == [expected] and expected < 1.0
+    tokenizer = tracegym_chat_template(load_tokenizer("smollm2-135m"))
+    parsed = tokenizer.parse_response(
+        '<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call><|im_end|>', prefix=""
+    )
+    assert parsed["tool_calls"][0]["function"] == {"name": "f", "arguments": {"a": 1}}
+
+
 def test_bad_arguments_come_back_as_text_and_reset_needs_a_seed() -> None:
     instance = trl_environment_class("tool_calling_precision")()
     instance.reset(seed=1, prompt=[])
@@ -71,15 +136,6 @@ def test_bad_arguments_come_back_as_text_and_reset_needs_a_seed() -> None:
     assert instance.get_reward() < 1.0
     with pytest.raises(ValueError, match="seed"):
         instance.reset(prompt=[])
-
-
-@pytest.fixture
-def fresh_accelerate_state():
-    """TRL's trainer initialises accelerate's process-wide state; reset it so later tests start clean."""
-    from accelerate.state import AcceleratorState
-
-    yield
-    AcceleratorState._reset_state(reset_partial_state=True)
 
 
 def test_grpo_trainer_trains_a_step_on_the_environment(tmp_path, fresh_accelerate_state) -> None:
@@ -116,3 +172,37 @@ def test_grpo_trainer_trains_a_step_on_the_environment(tmp_path, fresh_accelerat
     trainer.train()
     logged = [entry for entry in trainer.state.log_history if "rewards/ErrorRecoveryTRLEnv/mean" in entry]
     assert logged and 0.0 <= logged[0]["rewards/ErrorRecoveryTRLEnv/mean"] <= 1.0
+
+
+def test_grpo_trainer_trains_on_tracegym_conversations(tmp_path, fresh_accelerate_state) -> None:
+    """answer_tool=False, the tracegym prompt and template: the plain-text turn is the scored answer."""
+    from trl import GRPOConfig, GRPOTrainer
+
+    from tracegym.models import tiny_model
+
+    model, tokenizer = tiny_model()
+    config = GRPOConfig(
+        output_dir=str(tmp_path),
+        max_steps=1,
+        bf16=False,
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_completion_length=8,
+        report_to=[],
+        use_cpu=True,
+        logging_steps=1,
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        args=config,
+        processing_class=tracegym_chat_template(tokenizer),
+        train_dataset=trl_dataset("error_recovery", range(4), tracegym_prompt=True, n_packages=1),
+        environment_factory=trl_environment_class("error_recovery", answer_tool=False, n_packages=1),
+        reward_funcs=[final_answer_reward],
+    )
+    names = {getattr(tool, "__name__", "") for tool in trainer.tools}
+    assert {"track_package", "wait", "refresh_session"} <= names and "submit_answer" not in names
+    assert trainer.reward_func_names == ["final_answer_reward"]
+    trainer.train()
+    logged = [entry for entry in trainer.state.log_history if "rewards/final_answer_reward/mean" in entry]
+    assert logged and 0.0 <= logged[0]["rewards/final_answer_reward/mean"] <= 1.0
