@@ -70,7 +70,7 @@ from typing import Any
 import numpy as np
 import torch
 from accelerate import Accelerator, PartialState
-from accelerate.utils import DistributedType, broadcast, parse_flag_from_env
+from accelerate.utils import DistributedType, broadcast, gather_object, parse_flag_from_env
 from peft import PeftModel
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
@@ -441,6 +441,7 @@ class TurnGRPOTrainer:
             "redrawn_groups": redrawn_groups,
             "flat_groups": drawn_groups - kept_groups,
             "rollouts": drawn_groups * self.config.group_size,
+            "seeds": sorted(set(gather_object(sorted({e.seed for e in episodes})))),
             "loss": None,
             "clip_fraction": 0.0,
             "train_tokens": 0.0,

@@ -85,6 +85,7 @@ def test_flat_groups_are_replaced_by_fresh_seeds_up_to_the_bound(tmp_path):
     record = trainer.train_step()
     assert drawn == [[1], [2]], "one flat group, replaced once by the next training seed, then no more draws"
     assert (record["flat_groups"], record["redrawn_groups"], record["kept_groups"], record["rollouts"]) == (1, 1, 1, 8)
+    assert record["seeds"] == [1, 2], "the log names every seed drawn, the flat one too"
     assert record["optimizer_steps"] == 1 and record["loss"] is not None
     assert record["reward_mean"] != 0.5, "the logged reward covers the redrawn group too, not only the flat one"
 
