@@ -43,7 +43,8 @@ def summarise(family: dict[str, Any], credits: Sequence[str]) -> dict[str, Any]:
     }
 
 
-def _interval(d: dict[str, float]) -> str:
+def interval_text(d: dict[str, float]) -> str:
+    """`+0.123 [+0.010, +0.240]`, with ` *` when the 95% interval excludes 0."""
     mark = " *" if d["low"] > 0 or d["high"] < 0 else ""
     return f"{d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]{mark}"
 
@@ -75,9 +76,11 @@ def report(result: dict[str, Any]) -> None:
             for credit in result["credits"]:
                 print(
                     f"  {'':16s} {credit:5s} after - before "
-                    f"{_interval(comparison['after_minus_before'][credit][metric])}"
+                    f"{interval_text(comparison['after_minus_before'][credit][metric])}"
                 )
-            print(f"  {'':16s} {first} - {second}        {_interval(comparison[f'{first}_minus_{second}'][metric])}")
+            print(
+                f"  {'':16s} {first} - {second}        {interval_text(comparison[f'{first}_minus_{second}'][metric])}"
+            )
 
 
 def plot_curves(result: dict[str, Any], path: Path) -> None:
