@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"round {round_index + 1} together: {tokens} tokens in {wall:.2f} s; latencies (s): {latencies}"
                     )
     alone, batched = statistics.median(alone_rates), statistics.median(together_rates)
-    rows = engine.batched_rows / max(engine.batches, 1)
+    rows = engine.forward_rows / max(engine.forward_passes, 1)
     print(f"model {args.model}, {torch.get_num_threads()} torch threads; rows per forward pass: {rows:.2f}")
     print(f"one request alone:        {alone:7.1f} completion tokens/s (median of {args.rounds})")
     print(f"{args.concurrent} concurrent requests: {batched:7.1f} completion tokens/s (median of {args.rounds})")

@@ -4,7 +4,7 @@ same episodes: one family, the same seeds and rollouts per seed, the same turn b
 temperature. Each side is warmed up on one short episode, then the two alternate for `--rounds`
 rounds (the best wall-clock time of each kept: other jobs on the machine hit both alike); prints
 episodes per second of each and their ratio (served / in-process), with the tokens each sampled
-(sampled rollouts differ between the two: the server ignores sampling seeds; greedy ones,
+(sampled rollouts differ between the two: each engine samples its own way; greedy ones,
 `--temperature 0`, are the same episodes, and the count of token-identical ones is printed).
 
     python benchmarks/served_rollouts.py [--model tiny|smollm2-135m] [--family F] [--seeds 8]

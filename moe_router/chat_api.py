@@ -16,9 +16,10 @@ the model wrote (a malformed call included).
 
 `tool_choice`: "auto" (default) and "none" (tools left out of the prompt) as OpenAI; "required"
 and a named function (`{"type": "function", "function": {"name": ...}}`) constrain the reply's
-opening to `<tool_call>{"name": "<one of the tools, or the named one>", "arguments": ` and, when
+opening to `<tool_call>{"name": "<one of the tools, or the named one>", "arguments":` and, when
 the finished reply is still not a well-formed call of an allowed tool (arguments that are not a
-JSON object, a reply cut at max_tokens), the server answers an error instead of a reply.
+JSON object, a reply cut at max_tokens), the server answers an error instead of a reply (when
+streaming, an error event after the chunks already sent).
 `response_format`: {"type": "text"} is accepted; JSON formats are refused with 400 (no
 JSON-constrained decoding here).
 
@@ -135,6 +136,7 @@ class ChatRequest(BaseModel):
     return_tokens_as_token_ids: bool | None = None
     temperature: float = Field(1.0, ge=0.0, le=2.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
+    seed: int | None = None
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
     stream: bool = False
@@ -195,9 +197,10 @@ def check_request(request: ChatRequest) -> None:
 
 
 def call_openings(names: Sequence[str], tokenizer: PreTrainedTokenizerBase) -> tuple[tuple[int, ...], ...]:
-    """Token sequences of `<tool_call>{"name": "NAME", "arguments": ` for each function name: the
-    openings a reply that must call one of `names` is held to."""
-    texts = [f'{TOOL_CALL_TAG}{json.dumps({"name": name})[:-1]}, "arguments": ' for name in names]
+    """Token sequences of `<tool_call>{"name": "NAME", "arguments":` for each function name: the
+    openings a reply that must call one of `names` is held to. They stop before the space, which
+    the tokenizer joins to the next token (` {"`), so the model goes on as it learned to."""
+    texts = [f'{TOOL_CALL_TAG}{json.dumps({"name": name})[:-1]}, "arguments":' for name in names]
     return tuple(tuple(tokenizer(text, add_special_tokens=False)["input_ids"]) for text in texts)
 
 

@@ -49,8 +49,8 @@ logger = logging.getLogger(__name__)
 
 class Engine:
     """The queue and the worker thread; `submit` from any thread, `start` / `stop` once.
-    `batches` counts forward passes and `batched_rows` their rows (rows per pass on average:
-    batched_rows / batches); `running` is the number of rows being decoded now."""
+    `forward_passes` counts forward passes and `forward_rows` their rows (rows per pass on average:
+    forward_rows / forward_passes); `running` is the number of rows being decoded now."""
 
     def __init__(
         self,
@@ -68,7 +68,7 @@ class Engine:
         `max_batch_size`: rows decoded at once (at least 1)."""
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
-        self.model, self.tokenizer, self.router, self.choose_slot = model, tokenizer, router, choose_slot
+        self.model, self.choose_slot = model, choose_slot
         self.adapter_slot = adapter_slot
         self._model_lock = threading.Lock()
         self._turnstile = threading.Lock()  # a waiting `exclusive()` holds it: no request joins meanwhile
@@ -89,11 +89,11 @@ class Engine:
         return len(self._batch)
 
     @property
-    def batches(self) -> int:
+    def forward_passes(self) -> int:
         return self._batch.forwards
 
     @property
-    def batched_rows(self) -> int:
+    def forward_rows(self) -> int:
         return self._batch.forward_rows
 
     def submit(self, request: GenerationRequest) -> None:
@@ -153,8 +153,12 @@ class Engine:
         while self._wait_for_work():
             with self._turnstile:
                 pass
-            with self._model_lock, self._packed.update(self.model):
-                self._run()
+            try:
+                with self._model_lock, self._packed.update(self.model):
+                    self._run()
+            except Exception as error:  # the worker outlives any failure: the rows it held fail instead
+                logger.exception("the engine failed")
+                self._batch.fail(f"generation failed: {type(error).__name__}: {error}")
 
     def _run(self) -> None:
         """Decode until no row runs and none may join."""
@@ -187,6 +191,11 @@ class Engine:
                     request.sink.error(f"adapter '{request.adapter}' was unloaded before the request started")
                     continue
             elif request.slot is None:
-                request.slot = self.choose_slot(request.task or "")
+                try:
+                    request.slot = self.choose_slot(request.task or "")
+                except Exception as error:  # the task router's forward pass, e.g. a task past the context
+                    logger.exception("routing a request failed")
+                    request.sink.error(f"routing failed: {type(error).__name__}: {error}")
+                    continue
             kept.append(request)
         return kept

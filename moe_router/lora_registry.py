@@ -37,23 +37,22 @@ from torch import nn
 
 from tracegym.errors import UserError
 from tracegym.moe_router.chat_api import RequestError
+from tracegym.moe_router.folder import ARTIFACT_FILE
 from tracegym.moe_router.lora_slots import LoraSlots
 from tracegym.moe_router.lora_weights import CONFIG_FILE, WEIGHTS_FILE, AdapterWeights, read_adapter
 
 PICKLED_WEIGHTS = "adapter_model.bin"
-ARTIFACT_FILE = "artifact.json"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}")  # fullmatch: no trailing newline either
 
 
 @dataclass(frozen=True)
 class LoadedAdapter:
-    """An adapter being served: its `name`, the `path` it was loaded from (as given), its `slot`,
-    its largest `rank` and when it was loaded (Unix seconds)."""
+    """An adapter being served: its `name`, the `path` it was loaded from (as given), its `slot`
+    and when that name was first loaded (Unix seconds; a reload keeps it)."""
 
     name: str
     path: str
     slot: int
-    rank: int
     loaded_at: int
 
 
@@ -91,10 +90,8 @@ class LoraRegistry:
     context that holds the model while slot weights change (`Engine.exclusive`; set once the
     engine exists)."""
 
-    def __init__(
-        self, slots: LoraSlots, identity: BaseIdentity, base_name: str, roots: Sequence[str | Path], max_rank: int
-    ) -> None:
-        self.slots, self.identity, self.base_name, self.max_rank = slots, identity, base_name, max_rank
+    def __init__(self, slots: LoraSlots, identity: BaseIdentity, base_name: str, roots: Sequence[str | Path]) -> None:
+        self.slots, self.identity, self.base_name = slots, identity, base_name
         self.roots = [_root(root) for root in roots]
         self.exclusive: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext
         self._adapters: dict[str, LoadedAdapter] = {}
@@ -124,13 +121,12 @@ class LoraRegistry:
         with self._lock:
             folder = self._folder(path, from_client)
             weights = self._read(folder, name)
-            rank = max(pair.A.shape[0] for pair in weights.modules.values())
             slot = self._slot_for(name)
             with self.exclusive():
                 self.slots.write(slot, weights)
                 previous = self._adapters.get(name)
                 loaded_at = int(time.time()) if previous is None else previous.loaded_at
-                self._adapters[name] = LoadedAdapter(name, path, slot, rank, loaded_at)
+                self._adapters[name] = LoadedAdapter(name, path, slot, loaded_at)
             return self._adapters[name]
 
     def unload(self, name: str) -> None:
@@ -154,7 +150,7 @@ class LoraRegistry:
             )
 
     def _check_name(self, name: str) -> None:
-        if not _NAME.match(name or ""):
+        if not _NAME.fullmatch(name or ""):
             raise RequestError(
                 400,
                 f"lora_name {name!r}: 1 to 128 characters, letters, digits and . _ : / @ + -, starting "
@@ -166,8 +162,8 @@ class LoraRegistry:
 
     def _folder(self, path: str, from_client: bool) -> Path:
         """The adapter folder `path` names, resolved; for a client, under the roots (403 if not)."""
-        if not path:
-            raise RequestError(400, "lora_path must name an adapter folder", "invalid_lora_path")
+        if not path or "\x00" in path:
+            raise RequestError(400, "lora_path must name an adapter folder (no NUL characters)", "invalid_lora_path")
         raw = Path(path) if from_client else Path(path).expanduser()
         if from_client and ".." in raw.parts:
             raise RequestError(
@@ -214,7 +210,7 @@ class LoraRegistry:
                 f"{folder}: trained on base model '{wrong[0]}', but this server serves '{self.identity.given}'",
                 "lora_base_model_mismatch",
             )
-        problems = self.slots.problems(weights, self.max_rank)
+        problems = self.slots.problems(weights)
         if problems:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             raise RequestError(400, f"{folder}: {problems[0]}{more}", "invalid_lora_adapter")

@@ -5,7 +5,7 @@ mixture's `RoutedLinear` with `count` zeroed adapter blocks of `rank` columns ea
 base, slots 1..count the adapters), and routes batch rows through `MixtureRouter.routing_rows`
 (no gates are trained: every row names its slot). `write(slot, adapter)` copies a LoRA's matrices
 into a slot (a smaller rank is zero-padded, which computes the same), `clear(slot)` zeroes it;
-`problems(adapter, max_rank)` says why an adapter does not fit. A row on slot s computes
+`problems(adapter)` says why an adapter does not fit. A row on slot s computes
 base(x) + scaling · B(A(x)) with that slot's matrices, as PEFT does.
 
 Writing a slot while a batch runs would mix two adapters in one reply: callers hold the engine
@@ -50,10 +50,10 @@ class LoraSlots:
             layer.register_forward_pre_hook(self.router._hook(index), with_kwargs=True)
         model.moe_router = self.router
 
-    def problems(self, adapter: AdapterWeights, max_rank: int) -> list[str]:
+    def problems(self, adapter: AdapterWeights) -> list[str]:
         """Why `adapter` cannot go into a slot (empty when it can): a module this model does not
-        adapt, a rank above `max_rank` (itself at most the slots' rank), or other feature counts."""
-        limit = min(max_rank, self.rank)
+        adapt, a rank above the slots' rank, or other feature counts."""
+        limit = self.rank
         found = []
         for path, pair in adapter.modules.items():
             layer = self.layers.get(path)

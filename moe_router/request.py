@@ -41,7 +41,8 @@ class GenerationRequest:
     engine's `adapter_slot` gives when the request starts (it fails if the adapter is gone by then).
     `stops`: strings that end the reply. `logprobs`: None (none), or how many of the most likely
     tokens to report beside each sampled one (0 to 20). `openings`: token sequences the reply must
-    start with one of (empty: free). `temperature` 0 is greedy; `top_p` in (0, 1]."""
+    start with one of (empty: free). `temperature` 0 is greedy; `top_p` in (0, 1]; `seed` seeds the
+    reply's own sampler (None: a fresh seed)."""
 
     prompt: list[int]
     max_new_tokens: int
@@ -54,4 +55,5 @@ class GenerationRequest:
     adapter: str | None = None
     logprobs: int | None = None
     openings: tuple[tuple[int, ...], ...] = ()
+    seed: int | None = None
     cancelled: threading.Event = field(default_factory=threading.Event)

@@ -11,12 +11,14 @@ of steps (`GROWTH_STEPS`) and is rebuilt, compacted, when they are used up.
 
 Each row samples by its own request's settings: greedy, or temperature and top_p (transformers'
 order: an opening's mask, then temperature, then the nucleus) drawn from a generator of its own,
-seeded from torch's global generator when the request joins. Each row is routed by its request's
-slot (`MixtureRouter.routing_rows`: a LoRA slot, the base, or the gates token by token).
+seeded by the request's `seed`, else from torch's global generator when the request joins. Each
+row is routed by its request's slot (`MixtureRouter.routing_rows`: a LoRA slot, the base, or the
+gates token by token).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -29,6 +31,7 @@ from tracegym.moe_router.mixture import MixtureRouter
 from tracegym.moe_router.request import GenerationRequest, TokenLogprob
 from tracegym.sampling import ends_with_stop, top_p_filter
 
+logger = logging.getLogger(__name__)
 GROWTH_STEPS = 64  # decode steps a rebuilt buffer has room for (at most what its rows still need)
 
 
@@ -120,16 +123,21 @@ class RunningBatch:
                 self.cache, self.room = None, 0
 
     def fail(self, message: str) -> None:
-        """End every running row with an error (after a failed forward pass)."""
-        for row in self.rows:
-            row.request.sink.error(message)
-        self.rows, self.cache, self.room = [], None, 0
+        """End every running row with an error (after a failed forward pass); a sink that fails
+        in turn is logged and skipped."""
+        rows, self.rows, self.cache, self.room = self.rows, [], None, 0
+        for row in rows:
+            try:
+                row.request.sink.error(message)
+            except Exception:
+                logger.exception("a reply sink failed")
 
     @staticmethod
     def _generator(request: GenerationRequest, device: torch.device) -> torch.Generator | None:
         if request.temperature == 0:
             return None
-        return torch.Generator(device=device).manual_seed(int(torch.randint(0, 2**62, (1,)).item()))
+        seed = request.seed if request.seed is not None else int(torch.randint(0, 2**62, (1,)).item())
+        return torch.Generator(device=device).manual_seed(seed % 2**63)
 
     def _rebuild(self, rows: list[tuple[_Row, CacheEntry]]) -> None:
         """A new buffer holding `rows`' caches, with room for their next steps."""

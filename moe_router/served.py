@@ -101,7 +101,7 @@ def serve_base(given: str, config: ServeConfig) -> Served:
     model, tokenizer = load_base(given)
     slots = LoraSlots(model, config.max_loras, config.max_lora_rank)
     name, created = config.model_name, int(time.time())
-    registry = LoraRegistry(slots, BaseIdentity(given, model), name, config.lora_root, config.max_lora_rank)
+    registry = LoraRegistry(slots, BaseIdentity(given, model), name, config.lora_root)
 
     def no_task_router(task: str) -> int:
         raise RuntimeError("a base model has no task router")

@@ -19,8 +19,8 @@ adapter folder that does not fit; 401 for a request without the right API key (w
 set: every route but /health wants `Authorization: Bearer KEY`); 403 for runtime LoRA loading
 when it is off or a path outside its roots; 404 for an unknown model or adapter; 413 for a body
 over `max_body_bytes` (declared or chunked); 500 when a required tool call did not come out
-well-formed; 503 when the queue is full (with Retry-After). The `seed` field is ignored: rows
-share batches, so per-request seeds would not reproduce.
+well-formed; 503 when the queue is full (with Retry-After). `seed` seeds the reply's own sampler,
+so a sampled request sent again with the same seed gets the same reply.
 """
 
 from __future__ import annotations
@@ -127,7 +127,12 @@ def _app(served: Served, config: ServeConfig) -> FastAPI:
 
     @app.get("/health")
     def health() -> dict[str, Any]:
-        return {"status": "ok", "queued": engine.queued, "max_queue": engine.max_queue, "batches": engine.batches}
+        return {
+            "status": "ok",
+            "queued": engine.queued,
+            "max_queue": engine.max_queue,
+            "forward_passes": engine.forward_passes,
+        }
 
     @app.get("/v1/models")
     def models() -> dict[str, Any]:
@@ -173,6 +178,7 @@ def _app(served: Served, config: ServeConfig) -> FastAPI:
             adapter=adapter,
             logprobs=body.top_count(),
             openings=call_openings(required, tokenizer) if required else (),
+            seed=body.seed,
         )
         try:
             engine.submit(request)

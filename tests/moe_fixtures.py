@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from peft import LoraConfig, get_peft_model
 from tracegym.adapters.lora import LORA_TARGETS
 from tracegym.models import tiny_model
 from tracegym.moe_router.config import RouterTrainingConfig
+from tracegym.moe_router.engine import Engine, TokenLogprob
 from tracegym.moe_router.route import build_router
 from tracegym.schema import AdapterArtifact, EnvSpec
 
@@ -66,3 +68,30 @@ def served_url(lines: list[str], process: subprocess.Popen, timeout_s: float) ->
             return found[1]
         time.sleep(0.1)
     raise AssertionError(f"the server did not start: {''.join(lines)[-2000:]}")
+
+
+class RecordingSink:
+    """An engine TokenSink recording tokens, log-probabilities, the finish reason and, when given
+    the engine, its running rows at each token; `on_token(sink)` runs after each token."""
+
+    def __init__(self, engine: Engine | None = None) -> None:
+        self.engine, self.tokens, self.logprobs, self.running = engine, [], [], []
+        self.done = threading.Event()
+        self.finish: str | None = None
+        self.on_token = None
+
+    def token(self, token_id: int, logprob: TokenLogprob | None = None) -> None:
+        self.tokens.append(token_id)
+        self.logprobs.append(logprob)
+        if self.engine is not None:
+            self.running.append(self.engine.running)
+        if self.on_token is not None:
+            self.on_token(self)
+
+    def end(self, finish_reason: str) -> None:
+        self.finish = finish_reason
+        self.done.set()
+
+    def error(self, message: str) -> None:
+        self.finish = f"error: {message}"
+        self.done.set()

@@ -165,7 +165,7 @@ def test_32_concurrent_clients_get_valid_answers_or_clean_refusals(routed_folder
         assert not any(t.is_alive() for t in threads), "a client hung"
         assert not problems, problems[:5]
         assert {200, 400, 503} <= set(statuses) <= {200, 400, 503}
-        assert engine.batched_rows > engine.batches  # concurrent requests shared batches
+        assert engine.forward_rows > engine.forward_passes  # concurrent requests shared batches
         after = httpx.post(url, json={"model": "tg", "messages": HELLO, "max_tokens": 3}, timeout=60)
         assert after.status_code == 200 and httpx.get(f"{running.url}/health").json()["status"] == "ok"
 

@@ -15,11 +15,12 @@ from collections.abc import Iterator
 import httpx
 import pytest
 import torch
+from moe_fixtures import RecordingSink
 
 from tracegym.generation import render_chat
 from tracegym.models import tiny_model
 from tracegym.moe_router.config import ServeConfig
-from tracegym.moe_router.engine import GATED, Engine, GenerationRequest, TokenLogprob
+from tracegym.moe_router.engine import GATED, Engine, GenerationRequest
 from tracegym.moe_router.lora_slots import LoraSlots
 from tracegym.moe_router.server import RunningServer, create_app
 
@@ -32,33 +33,6 @@ def _sharpen(model: torch.nn.Module) -> None:
         for name, parameter in model.named_parameters():
             if "norm" not in name:
                 parameter.mul_(8)
-
-
-class _Collect:
-    """A sink recording tokens, log-probabilities, the finish reason and, at each token, the
-    engine's running rows."""
-
-    def __init__(self, engine: Engine | None = None) -> None:
-        self.engine, self.tokens, self.logprobs, self.running = engine, [], [], []
-        self.done = threading.Event()
-        self.finish: str | None = None
-        self.on_token = None
-
-    def token(self, token_id: int, logprob: TokenLogprob | None = None) -> None:
-        self.tokens.append(token_id)
-        self.logprobs.append(logprob)
-        if self.engine is not None:
-            self.running.append(self.engine.running)
-        if self.on_token is not None:
-            self.on_token(self)
-
-    def end(self, finish_reason: str) -> None:
-        self.finish = finish_reason
-        self.done.set()
-
-    def error(self, message: str) -> None:
-        self.finish = f"error: {message}"
-        self.done.set()
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +64,9 @@ def _prompt(tokenizer, text: str) -> list[int]:
     return render_chat(tokenizer, [{"role": "user", "content": text}])
 
 
-def _request(tokenizer, sink: _Collect, text: str, slot: int | None, max_tokens: int, **extra) -> GenerationRequest:
+def _request(
+    tokenizer, sink: RecordingSink, text: str, slot: int | None, max_tokens: int, **extra
+) -> GenerationRequest:
     return GenerationRequest(
         _prompt(tokenizer, text), max_tokens, extra.pop("temperature", 0.0), 1.0, sink, slot, **extra
     )
@@ -100,10 +76,10 @@ def _request(tokenizer, sink: _Collect, text: str, slot: int | None, max_tokens:
 CASES = [(0, 0, 24, 3), (1, 1, 9, None), (2, 2, 17, 0), (3, GATED, 13, 2), (1, None, 6, None), (2, 0, 30, None)]
 
 
-def _alone(engine: Engine, tokenizer) -> list[_Collect]:
+def _alone(engine: Engine, tokenizer) -> list[RecordingSink]:
     sinks = []
     for text, slot, max_tokens, logprobs in CASES:
-        sink = _Collect()
+        sink = RecordingSink()
         engine.submit(_request(tokenizer, sink, TEXTS[text], slot, max_tokens, logprobs=logprobs))
         assert sink.done.wait(60)
         sinks.append(sink)
@@ -123,8 +99,8 @@ def test_greedy_replies_joining_at_different_times_equal_each_served_alone(setup
             ids.append(int(model(torch.tensor([ids])).logits[0, -1].argmax()))
     assert alone[0].tokens == ids[-24:]
 
-    together = [_Collect(engine) for _ in CASES]
-    sampled = _Collect(engine)  # a sampling neighbour, not compared
+    together = [RecordingSink(engine) for _ in CASES]
+    sampled = RecordingSink(engine)  # a sampling neighbour, not compared
 
     def submit(index: int) -> None:
         text, slot, max_tokens, logprobs = CASES[index]
@@ -149,9 +125,9 @@ def test_greedy_replies_joining_at_different_times_equal_each_served_alone(setup
 
 def test_a_request_arriving_while_a_long_one_decodes_ends_before_it(setup, engine):
     _, tokenizer, _ = setup
-    long, short = _Collect(), _Collect()
+    long, short = RecordingSink(), RecordingSink()
     seen_at_short_end: list[int] = []
-    short.end = lambda reason: (seen_at_short_end.append(len(long.tokens)), _Collect.end(short, reason))
+    short.end = lambda reason: (seen_at_short_end.append(len(long.tokens)), RecordingSink.end(short, reason))
     long.on_token = lambda sink: len(sink.tokens) == 5 and engine.submit(_request(tokenizer, short, TEXTS[1], 0, 4))
     engine.submit(_request(tokenizer, long, TEXTS[0], 0, 200))
     assert short.done.wait(60) and long.done.wait(120)
@@ -165,7 +141,7 @@ def test_running_rows_are_bounded_and_the_rest_wait(setup):
     engine = Engine(model, tokenizer, slots.router, lambda task: 1, max_batch_size=2, batch_wait_s=0.0)
     engine.start()
     try:
-        sinks = [_Collect(engine) for _ in range(5)]
+        sinks = [RecordingSink(engine) for _ in range(5)]
         for index, sink in enumerate(sinks):
             engine.submit(_request(tokenizer, sink, TEXTS[index % 4], index % 3, 5 + index))
         assert all(sink.done.wait(60) for sink in sinks)
@@ -177,11 +153,11 @@ def test_running_rows_are_bounded_and_the_rest_wait(setup):
 
 def test_stop_strings_and_cancelled_rows_leave_without_disturbing_the_others(setup, engine):
     _, tokenizer, _ = setup
-    plain = _Collect()
+    plain = RecordingSink()
     engine.submit(_request(tokenizer, plain, TEXTS[2], 1, 12))
     assert plain.done.wait(60)
     stop = tokenizer.decode(plain.tokens[3:5])
-    stopped, cancelled, neighbour = _Collect(), _Collect(), _Collect()
+    stopped, cancelled, neighbour = RecordingSink(), RecordingSink(), RecordingSink()
     cancel = _request(tokenizer, cancelled, TEXTS[0], 0, 100)
     cancelled.on_token = lambda sink: len(sink.tokens) == 4 and cancel.cancelled.set()
     engine.submit(cancel)
@@ -227,7 +203,7 @@ def test_concurrent_streamed_replies_and_logprobs_over_http_equal_each_alone():
         alone = [_chat(url, text, max_tokens, False) for text, max_tokens, _ in jobs]
         with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:
             together = list(pool.map(lambda job: _chat(url, *job), jobs))
-    assert engine.batched_rows > engine.batches
+    assert engine.forward_rows > engine.forward_passes
     for (text, entries), (text_together, entries_together) in zip(alone, together):
         assert text_together == text
         assert [t for t, _ in entries_together] == [t for t, _ in entries]
@@ -238,7 +214,7 @@ def test_exclusive_waits_for_the_running_rows_and_holds_back_new_ones(setup, eng
     """Adapter weights change only between requests: `exclusive()` enters once the running row is
     done, and a request queued meanwhile starts only after it."""
     _, tokenizer, _ = setup
-    running, queued = _Collect(), _Collect()
+    running, queued = RecordingSink(), RecordingSink()
     entered, release, seen = threading.Event(), threading.Event(), {}
 
     def hold() -> None:
@@ -249,7 +225,7 @@ def test_exclusive_waits_for_the_running_rows_and_holds_back_new_ones(setup, eng
 
     holder = threading.Thread(target=hold)
 
-    def on_token(sink: _Collect) -> None:
+    def on_token(sink: RecordingSink) -> None:
         if len(sink.tokens) == 2:
             holder.start()
             while not engine._turnstile.locked():  # the holder waits for the model: `exclusive()` is pending
@@ -264,3 +240,42 @@ def test_exclusive_waits_for_the_running_rows_and_holds_back_new_ones(setup, eng
     release.set()
     holder.join(30)
     assert queued.done.wait(60) and queued.finish == "length"
+
+
+def test_a_request_the_task_router_fails_on_fails_alone_and_the_engine_keeps_serving(setup):
+    model, tokenizer, slots = setup
+
+    def choose_slot(task: str) -> int:
+        if task == "too long":
+            raise RuntimeError("position ids past the model's context")
+        return 1
+
+    engine = Engine(model, tokenizer, slots.router, choose_slot, max_batch_size=8, batch_wait_s=0.05)
+    failing, served, later = RecordingSink(), RecordingSink(), RecordingSink()
+    engine.start()
+    try:
+        engine.submit(_request(tokenizer, failing, "a", None, 5, task="too long"))
+        engine.submit(_request(tokenizer, served, "b", None, 5, task="fine"))
+        assert failing.done.wait(60) and served.done.wait(60)
+        engine.submit(_request(tokenizer, later, "c", None, 5, task="fine"))
+        assert later.done.wait(60)
+    finally:
+        engine.stop()
+    assert failing.finish == "error: routing failed: RuntimeError: position ids past the model's context"
+    assert served.finish == later.finish == "length" and len(served.tokens) == 5
+
+
+def test_a_seeded_sampled_reply_repeats_alone_and_beside_other_rows(setup, engine):
+    _, tokenizer, _ = setup
+
+    def sampled(seed: int, beside: bool = False) -> list[int]:
+        sink, other = RecordingSink(), RecordingSink()
+        if beside:  # a longer row already running, with its own sampling
+            engine.submit(_request(tokenizer, other, "another prompt", 2, 40, temperature=1.0))
+        engine.submit(_request(tokenizer, sink, "same prompt", 1, 20, temperature=1.0, seed=seed))
+        assert sink.done.wait(60) and (not beside or other.done.wait(60))
+        return sink.tokens
+
+    first = sampled(7)
+    assert sampled(7) == first and sampled(7, beside=True) == first
+    assert sampled(8) != first

@@ -19,7 +19,7 @@ import httpx
 import openai
 import pytest
 import torch
-from moe_fixtures import make_adapter, served_url
+from moe_fixtures import RecordingSink, make_adapter, served_url
 from peft import LoraConfig, PeftModel, get_peft_model
 
 from tracegym.cli import build_parser, main
@@ -198,6 +198,8 @@ def test_reloading_a_name_replaces_its_adapter_and_unloading_removes_it(server, 
         ("a", "{root}", 400, "not a PEFT LoRA folder"),
         ("base", "{root}/good", 400, "is the base model's name"),
         ("bad name", "{root}/good", 400, "lora_name 'bad name'"),
+        ("newline\n", "{root}/good", 400, "lora_name 'newline\\n'"),
+        ("a", "{root}/go\x00od", 400, "no NUL characters"),
     ],
     ids=[
         "outside",
@@ -213,6 +215,8 @@ def test_reloading_a_name_replaces_its_adapter_and_unloading_removes_it(server, 
         "not adapter",
         "base name",
         "bad name",
+        "trailing newline",
+        "nul in path",
     ],
 )
 def test_refused_loads_say_why_and_the_server_keeps_serving(server, client, folders, name, path, status, message):
@@ -377,7 +381,7 @@ def test_required_and_named_tool_choices_open_a_call_or_fail_clearly(server, cho
         assert calls and all(call["function"]["name"] in allowed for call in calls)
     else:
         assert error["code"] == "tool_call_failed" and response.status_code == (200 if stream else 500)
-        openings = [f'The reply: <tool_call>{{"name": "{name}", "arguments": ' for name in allowed]
+        openings = [f'The reply: <tool_call>{{"name": "{name}", "arguments":' for name in allowed]
         assert any(opening in error["message"] for opening in openings), error["message"]
 
 
@@ -474,35 +478,16 @@ def test_the_command_serves_a_base_model_with_adapters(folders):
     assert process.returncode == 0, "".join(lines)[-2000:]
 
 
-class _Collect:
-    """A TokenSink keeping what the engine sends."""
-
-    def __init__(self) -> None:
-        self.tokens: list[int] = []
-        self.done = threading.Event()
-        self.finish: str | None = None
-
-    def token(self, token_id: int, logprob=None) -> None:
-        self.tokens.append(token_id)
-
-    def end(self, finish_reason: str) -> None:
-        self.finish = finish_reason
-        self.done.set()
-
-    def error(self, message: str) -> None:
-        self.finish = f"error: {message}"
-        self.done.set()
-
-
 def test_openings_hold_each_row_to_one_of_its_sequences_and_leave_others_free():
     model, tokenizer = tiny_model()
     slots = LoraSlots(model, 1, 4)
     engine = Engine(model, tokenizer, slots.router, lambda task: 0, max_batch_size=8, batch_wait_s=0.05)
     names = ("find_room", "book_room", "cancel_booking")
     openings = call_openings(names, tokenizer)
+    assert {tokenizer.decode(opening[-1:]) for opening in openings} == {'":'}, "no lone trailing space token"
     prompt = render_chat(tokenizer, [{"role": "user", "content": "Book a room."}])
     rows = [(0.0, openings), (1.0, openings), (1.0, openings), (0.0, openings[2:]), (0.0, ())]
-    sinks = [_Collect() for _ in rows]
+    sinks = [RecordingSink() for _ in rows]
     engine.start()
     try:
         for (temperature, allowed), sink in zip(rows, sinks):
@@ -516,6 +501,6 @@ def test_openings_hold_each_row_to_one_of_its_sequences_and_leave_others_free():
         if allowed:
             assert any(tuple(sink.tokens[: len(option)]) == option for option in allowed), sink.tokens
             text = tokenizer.decode(sink.tokens)
-            assert any(text.startswith(f'<tool_call>{{"name": "{name}", "arguments": ') for name in names)
+            assert any(text.startswith(f'<tool_call>{{"name": "{name}", "arguments":') for name in names)
     assert tokenizer.decode(sinks[3].tokens).startswith('<tool_call>{"name": "cancel_booking"')
     assert not tokenizer.decode(sinks[4].tokens).startswith("<tool_call>")  # the free row: the base's own reply
