@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from accelerate import PartialState
 from datasets import Dataset
 from peft import PeftModel
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -121,10 +122,19 @@ def warm_start(
 ) -> tuple[PeftModel, dict[str, Any]]:
     """Train a LoRA on oracle dialogues of `seeds` (spread over `env_factories` and checked as in
     `oracle_dataset`); saves the adapter to `out_dir` and returns the PEFT model and metrics
-    (first/final loss, seconds per step, dialogues, mean tokens, the step it resumed from). With
+    (first/final loss, seconds per step, dialogues, mean tokens, tokens trained on over all
+    processes, the step it resumed from). With
     `config.save_every`, a checkpoint in `out_dir/checkpoints` every that many steps, from which a
-    rerun resumes."""
+    rerun resumes. Under N processes each step still trains `config.batch_size` dialogues, split
+    evenly (ValueError when N does not divide it)."""
     out_dir = Path(out_dir)
+    processes = PartialState().num_processes
+    if config.batch_size % processes:
+        raise ValueError(
+            f"the warm start's batch_size {config.batch_size} does not split evenly over {processes} processes: "
+            f"set it (--warm-start-batch-size; --base-agent-batch-size for a target's base agent) to a multiple "
+            f"of {processes}"
+        )
     dataset = oracle_dataset(env_factories, list(seeds)[: config.dialogues], tokenizer, require_success)
     scratch = tempfile.TemporaryDirectory(prefix="tracegym-sft-")
     checkpoints = out_dir / CHECKPOINTS if config.save_every else Path(scratch.name)
@@ -133,7 +143,7 @@ def warm_start(
     args = SFTConfig(
         output_dir=str(checkpoints),
         max_steps=config.steps,
-        per_device_train_batch_size=config.batch_size,
+        per_device_train_batch_size=config.batch_size // processes,
         learning_rate=config.learning_rate,
         lr_scheduler_type="constant",
         warmup_steps=0,
@@ -163,7 +173,8 @@ def warm_start(
     with scratch:
         trainer.train(resume_from_checkpoint=last)
     elapsed = time.perf_counter() - started
-    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    logged = trainer.state.log_history
+    losses = [entry["loss"] for entry in logged if "loss" in entry]
     peft_model: PeftModel = trainer.model
     if trainer.accelerator.is_main_process:
         peft_model.save_pretrained(str(out_dir))
@@ -174,6 +185,9 @@ def warm_start(
         "mean_tokens": sum(len(ids) for ids in dataset["input_ids"]) / max(len(dataset), 1),
         "first_loss": losses[0] if losses else None,
         "final_loss": losses[-1] if losses else None,
+        "trained_tokens": next(
+            (e["num_tokens"] for e in reversed(trainer.state.log_history) if "num_tokens" in e), None
+        ),
         "seconds_per_step": elapsed / max(config.steps, 1),
         "resumed_from_step": int(Path(last).name.split("-")[-1]) if last else 0,
     }

@@ -116,8 +116,10 @@ def final_answer_reward(
     completions: list[list[dict[str, Any]]], environments: list[TRLEnvironment], **_: Any
 ) -> list[float]:
     """TRL reward function for classes built with `answer_tool=False`: a rollout's last assistant
-    turn, when it calls no tool, is its final answer; one that ends on a tool call (turns or tokens
-    ran out) is scored with an empty answer, as tracegym scores a truncated episode."""
+    turn, when it calls no tool, is its final answer; one that ends on a tool call or result (its
+    turns ran out) is scored with an empty answer, as a tracegym environment scores an episode out
+    of turns. Unlike tracegym, which gives 0 to a turn cut by its token cap, a completion TRL cut at
+    `max_completion_length` is scored from the text it ends with."""
     rewards = []
     for messages, environment in zip(completions, environments, strict=True):
         last = messages[-1] if messages else {}
@@ -146,7 +148,8 @@ def trl_dataset(family: str, seeds: range | list[int], tracegym_prompt: bool = F
     the system prompt tracegym's own rollouts use (tools, call format, plain-text final answer)."""
     import datasets
 
-    env = get_family(family)(get_family(family).Config(**knobs))
+    cls = get_family(family)
+    env = cls(cls.Config(**knobs))
     if tracegym_prompt:
         system = env.system_prompt
     else:

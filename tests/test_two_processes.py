@@ -127,17 +127,22 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _launch(processes: int, *program: str) -> str:
-    """`program` (a script and its arguments, or `-m module ...`) in `processes` processes:
-    `accelerate launch --multi_gpu` (torchrun underneath) for several, plain python for one; on the
-    CPU (no GPU visible), one torch thread each. Returns its stdout."""
+def _started(processes: int, *program: str) -> subprocess.CompletedProcess[str]:
+    """`program` (a script and its arguments, or `-m module ...`) run to its end in `processes`
+    processes: `accelerate launch --multi_gpu` (torchrun underneath) for several, plain python for
+    one; on the CPU (no GPU visible), one torch thread each."""
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
     launcher = [sys.executable]
     if processes > 1:
         launcher += ["-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes)]
         launcher += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
         launcher += ["--main_process_port", str(_free_port())]
-    done = subprocess.run([*launcher, *program], env=env, capture_output=True, text=True, timeout=900)
+    return subprocess.run([*launcher, *program], env=env, capture_output=True, text=True, timeout=900)
+
+
+def _launch(processes: int, *program: str) -> str:
+    """`_started`, which must succeed; its stdout."""
+    done = _started(processes, *program)
     assert done.returncode == 0, done.stderr[-4000:]
     return done.stdout
 
@@ -237,6 +242,22 @@ def test_train_command_under_two_processes_prints_once_and_resumes(tmp_path):
     low = artifact["env_spec"]["eval_seeds"][0]
     for scores in artifact["metrics"]["heldout_per_seed"].values():
         assert scores["seeds"] == list(range(low, low + 5)) and len(scores["greedy_reward"]) == 5
+
+
+def test_a_warm_start_step_trains_the_same_dialogues_in_two_processes_as_in_one(tmp_path):
+    """The warm start's batch is split over the processes, not repeated in each: the tokens one step
+    trains on are the same; a batch the processes cannot split is refused with the flag to change."""
+    common = ["-m", "tracegym.cli", "train", "error_recovery", "--model", "tiny", "--warm-start"]
+    common += ["--warm-start-dialogues", "2", "--warm-start-steps", "1", "--grpo-steps", "1"]
+    common += ["--grpo-groups-per-step", "2", "--grpo-group-size", "2", "--max-new-tokens", "4", "--eval-seeds", "2"]
+    trained = {}
+    for processes in (1, 2):
+        out = tmp_path / f"processes_{processes}"
+        _launch(processes, *common, "--warm-start-batch-size", "2", "--out", str(out))
+        trained[processes] = json.loads((out / "warm_start" / "warm_start.json").read_text())["trained_tokens"]
+    assert trained[1] and trained[1] == trained[2]
+    done = _started(2, *common, "--warm-start-batch-size", "1", "--out", str(tmp_path / "odd"))
+    assert done.returncode != 0 and "does not split evenly over 2 processes" in done.stderr
 
 
 if __name__ == "__main__":
