@@ -4,8 +4,9 @@ can hold for a resolved run and fail for an unresolved one.
 
 - patch_production: the run ended with a patch that applies (harness `patch_exists`,
   `patch_successfully_applied`, or the submission itself); a resolved run always has one. With no
-  record of the patch (`diagnostics.patch` None: unknown, not empty) it comes from the actions:
-  present when the agent edited repository files, lacking when it edited none;
+  record of the patch (`diagnostics.patch` None: unknown, not empty) it is present when the harness
+  applied one, else it comes from the actions: present when the agent edited repository files,
+  lacking when it edited none;
 - fault_localisation: the patch (unknown: the files the actions left edited) edits source files the
   issue's tests exercise: files of the reference fix when one is supplied
   (`diagnostics.gold_patch`), else files whose path shares a name with the FAIL_TO_PASS tests'
@@ -20,8 +21,10 @@ Commands come from bash blocks in assistant text (mini-swe-agent, SWE-agent; SWE
 `str_replace_editor CMD PATH`, `create PATH` and `edit N:M` lines included) or from `execute_bash` /
 `str_replace_editor` tool calls (OpenHands). Paths are read relative to the repository: /testbed
 (SWE-bench's images) or the `<uploaded_files>` folder of the first user message (OpenHands works
-in a copy of /testbed there); writes to scratch scripts (reproduce.py, test_*.py, ...) are not
-repository edits, whether or not the patch holds them.
+in a copy of /testbed there). Writes to scratch scripts the agent made (reproduce.py, test_*.py, ...
+that the patch creates, or with no patch record that the actions create or that sit at the
+repository root) are not repository edits, whether or not the patch holds them; a file the patch
+changes is one, whatever its name (django/views/debug.py, django/test/testcases.py).
 """
 
 from __future__ import annotations
@@ -115,13 +118,21 @@ def _relative(path: str, roots: tuple[str, ...]) -> str | None:
     return os.path.normpath(path)
 
 
+def _actions(message: Message) -> Iterator[str | dict]:
+    """The actions of an assistant message, in order: its bash blocks, then its tool calls: the
+    `command` argument (a string) of each shell call, the arguments (a dict) of each str_replace_editor call."""
+    yield from _BASH_BLOCK.findall(message.content)
+    for call in message.tool_calls:
+        if call.name == "str_replace_editor":
+            yield call.arguments
+        elif isinstance(call.arguments.get("command"), str):
+            yield call.arguments["command"]
+
+
 def _scripts(message: Message) -> Iterator[str]:
     """The shell commands of an assistant message: its bash blocks and its tool calls' `command`
     arguments (str_replace_editor's subcommand excepted)."""
-    yield from _BASH_BLOCK.findall(message.content)
-    for call in message.tool_calls:
-        if call.name != "str_replace_editor" and isinstance(call.arguments.get("command"), str):
-            yield call.arguments["command"]
+    return (action for action in _actions(message) if isinstance(action, str))
 
 
 def commands(trajectory: Trajectory) -> Iterator[tuple[int, str, str]]:
@@ -129,43 +140,62 @@ def commands(trajectory: Trajectory) -> Iterator[tuple[int, str, str]]:
     repository or runs tests or code, in order; a command doing both yields "edit" then "test".
 
     A write is a repository edit when it touches a file of the submitted patch, or with no patch
-    any file inside the repository; writes to scratch scripts (reproduce.py, test_*.py, ...) never count.
+    any file inside the repository; writes to scratch scripts the agent made (see `_Files`) never count.
     """
-    submitted = patched_files(trajectory.diagnostics.get("patch") or "")
-    root = repository_roots(trajectory)
+    files = _Files.of(trajectory)
     for index, message in enumerate(trajectory.messages):
         if message.role != "assistant":
             continue
-        for block in _BASH_BLOCK.findall(message.content):
-            for kind in _classify(block, submitted, root):
-                yield index, kind, block.strip()
-        for call in message.tool_calls:
-            if call.name == "str_replace_editor":
-                path = str(call.arguments.get("path", ""))
-                if call.arguments.get("command") in _EDITOR_WRITES and _is_repository_file(path, submitted, root):
-                    yield index, "edit", f"str_replace_editor {call.arguments.get('command')} {path}"
-            elif isinstance(call.arguments.get("command"), str):
-                for kind in _classify(call.arguments["command"], submitted, root):
-                    yield index, kind, call.arguments["command"].strip()
+        for action in _actions(message):
+            if isinstance(action, str):
+                for kind in _classify(action, files):
+                    yield index, kind, action.strip()
+            elif action.get("command") in _EDITOR_WRITES and files.is_repository_file(str(action.get("path", ""))):
+                yield index, "edit", _editor_text(action)
 
 
-def _is_repository_file(path: str, submitted: list[str], root: tuple[str, ...]) -> bool:
-    """A repository file other than a scratch script: one of the patch's, or (no patch) any inside the repository."""
-    if _SCRATCH.search(path):
-        return False
-    if submitted:
-        return any(path.endswith(f) for f in submitted)
-    return _relative(path, root) is not None
+@dataclass(frozen=True)
+class _Files:
+    """What a write must touch to be a repository edit: `submitted`, the patch's files (empty when
+    the patch is unknown or empty), `created`, the files the agent made (those the patch creates,
+    else those the actions create), and the repository's folders."""
+
+    submitted: tuple[str, ...]
+    created: frozenset[str]
+    root: tuple[str, ...]
+
+    @classmethod
+    def of(cls, trajectory: Trajectory) -> _Files:
+        patch = trajectory.diagnostics.get("patch") or ""
+        submitted = patched_files(patch)
+        if submitted:
+            created = frozenset(_NEW_FILE.findall(patch))
+        else:
+            created = frozenset(w.path for w in writes(trajectory) if w.op == "create")
+        return cls(tuple(submitted), created, repository_roots(trajectory))
+
+    def is_repository_file(self, path: str) -> bool:
+        """One of the patch's files, or (no patch) any inside the repository, but not a scratch
+        script: a file with a scratch name (reproduce.py, debug_*.py, test_*.py, ...) that the agent
+        made, or (no patch) that sits at the repository root. A file the patch changes always counts."""
+        if self.submitted:
+            name = next((f for f in self.submitted if path.endswith(f)), None)
+        else:
+            name = _relative(path, self.root)
+        if name is None:
+            return False
+        made = name in self.created or (not self.submitted and "/" not in name)
+        return not (made and _SCRATCH.search(name))
 
 
-def _classify(command: str, submitted: list[str], root: tuple[str, ...]) -> list[str]:
+def _classify(command: str, files: _Files) -> list[str]:
     if _SUBMIT in command:
         return []
     in_place = _IN_PLACE.search(command) and (
-        not submitted or any(f in command for f in submitted) or command.lstrip().startswith("edit")
+        not files.submitted or any(f in command for f in files.submitted) or command.lstrip().startswith("edit")
     )
-    editor = any(_is_repository_file(path, submitted, root) for _, path in _EDITOR_LINE.findall(command))
-    edits = in_place or editor or any(_is_repository_file(f, submitted, root) for f in _WRITTEN.findall(command))
+    editor = any(files.is_repository_file(path) for _, path in _EDITOR_LINE.findall(command))
+    edits = in_place or editor or any(files.is_repository_file(f) for f in _WRITTEN.findall(command))
     return (["edit"] if edits else []) + (["test"] if _TEST.search(command) else [])
 
 
@@ -190,10 +220,10 @@ def writes(trajectory: Trajectory) -> list[Write]:
     for index, message in enumerate(trajectory.messages):
         if message.role != "assistant":
             continue
-        for call in message.tool_calls:
-            if call.name == "str_replace_editor" and call.arguments.get("command") in _EDITOR_WRITES:
-                op = "create" if call.arguments["command"] == "create" else "modify"
-                found.append(Write(index, str(call.arguments.get("path", "")), op, _editor_text(call.arguments)))
+        for action in _actions(message):
+            if isinstance(action, dict) and action.get("command") in _EDITOR_WRITES:
+                op = "create" if action["command"] == "create" else "modify"
+                found.append(Write(index, str(action.get("path", "")), op, _editor_text(action)))
         for script in _scripts(message):
             for write in _shell_writes(index, script, opened):
                 found.append(write)
@@ -299,6 +329,8 @@ def _patch(trajectory: Trajectory, actions: list[tuple[int, str, str]]) -> Verdi
             "applied" if diagnostics.get("patch_successfully_applied") else "submitted (applying it is not recorded)"
         )
         return Verdict.present([evidence(None, f"patch {graded}: {', '.join(files)}")])
+    if diagnostics.get("patch_successfully_applied"):
+        return Verdict.present([evidence(None, "harness: patch_successfully_applied true (the patch is not recorded)")])
     edits = [action for action in actions if action[1] == "edit"]
     if edits:
         index, _, command = edits[-1]

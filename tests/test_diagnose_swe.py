@@ -35,7 +35,7 @@ def swe(
             "resolved": resolved,
             "patch": patch,
             "patch_exists": None if patch is None else bool(patch),
-            "patch_successfully_applied": applied,
+            "patch_successfully_applied": None if patch is None else applied,  # no patch, no harness report
             "tests_status": {
                 "FAIL_TO_PASS": {"success": [] if f2p_fail else ["t_new"], "failure": list(f2p_fail)},
                 "PASS_TO_PASS": {"success": ["t_old"], "failure": list(p2p_fail)},
@@ -161,6 +161,38 @@ def test_a_scratch_script_in_the_patch_is_no_repository_edit() -> None:
         bash("sed -i 's/a/b/' pkg/core.py"),
     ]
     assert detect(swe(messages, patch=scratch))["issue_reproduction"].value == P
+
+
+def test_a_repository_file_with_a_scratch_name_is_edited_when_the_patch_changes_it() -> None:
+    debug = PATCH.replace("pkg/core.py", "django/views/debug.py")
+
+    def editor(command: str, path: str) -> Message:
+        return Message(
+            role="assistant",
+            tool_calls=[ToolCall(id=path, name="str_replace_editor", arguments={"command": command, "path": path})],
+        )
+
+    messages = [
+        bash("python reproduce.py"),
+        editor("str_replace", "/testbed/django/views/debug.py"),
+        bash("python -m pytest tests/view_tests"),
+    ]
+    verdicts = detect(swe(messages, patch=debug))
+    assert verdicts["issue_reproduction"].value == P and verdicts["test_verification"].value == P
+    assert [kind for _, kind, _ in commands(swe(messages, patch=debug))] == ["test", "edit", "test"]
+    # No patch record: a file the agent did not make counts, a scratch script it made (or one at the root) does not.
+    checks = [editor("str_replace", "/testbed/django/contrib/admin/checks.py")]
+    unknown = detect(swe(checks, patch=None))["patch_production"]
+    assert unknown.value == P and "django/contrib/admin/checks.py" in unknown.evidence[0].quote
+    made = [editor("create", "/testbed/tests/test_issue.py"), bash("echo 1 > debug_it.py"), bash("ls")]
+    assert [kind for _, kind, _ in commands(swe(made, patch=None))] == []
+
+
+def test_a_patch_the_harness_applied_was_produced_though_the_patch_is_not_recorded() -> None:
+    trajectory = swe([bash("ls")], patch=None)
+    trajectory.diagnostics["patch_successfully_applied"] = True
+    verdict = detect(trajectory)["patch_production"]
+    assert verdict.value == P and "patch_successfully_applied true" in verdict.evidence[0].quote
 
 
 def test_localisation_from_the_failing_tests_or_the_gold_patch(tmp_path: Path) -> None:
