@@ -12,7 +12,7 @@ import pytest
 
 from tracegym.analysis.detect_swe import commands, detect
 from tracegym.analysis.ingest import IngestError, ingest_paths
-from tracegym.analysis.ingest.openhands import SUMMARY, latest_completion, read_summary, text_calls
+from tracegym.analysis.ingest.openhands import SUMMARY, conversation, latest_completion, read_summary, text_calls
 from tracegym.cli import main
 from tracegym.schema import LabelValue, Message, Trajectory
 
@@ -85,6 +85,28 @@ def test_openhands_completions_structured_calls_preferred_else_the_text_calls(pu
     assert latest.source.file.endswith("2024-12-04T10:31:30.json")  # of two completions, the later one
     assert structured.diagnostics["patch"] is None and structured.diagnostics["patch_exists"] is None
     assert "parse('x') returns a instead of b" == structured.metadata["problem_statement"]
+
+
+def test_openhands_fncall_messages_without_fncall_response_keep_the_plain_final_reply() -> None:
+    bash = {"name": "execute_bash", "arguments": '{"command": "ls"}'}
+    call = {"id": "toolu_01", "type": "function", "function": bash}
+    final = {"role": "assistant", "content": "Done.\n<function=finish>\n</function>"}
+    document = {
+        "fncall_messages": [
+            {"role": "user", "content": "fix it"},
+            {"role": "assistant", "content": "Looking.", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "toolu_01", "name": "execute_bash", "content": "pkg"},
+        ],
+        "messages": [{"role": "user", "content": "fix it"}],
+        "response": {"choices": [{"message": final}]},
+        "kwargs": {},
+    }
+    messages = conversation(document)
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert messages[-1].content == "Done." and [c.name for c in messages[-1].tool_calls] == ["finish"]
+    assert messages[-1].tool_calls[0].id == "text-3-0"
+    structured = document | {"fncall_response": {"choices": [{"message": {"role": "assistant", "content": "Bye."}}]}}
+    assert conversation(structured)[-1].content == "Bye."  # fncall_response preferred when present
 
 
 def test_swe_agent_steps_after_the_task_and_patches_from_their_records(published) -> None:

@@ -221,21 +221,25 @@ def _patch(run: Path, instance_id: str) -> tuple[str | None, str]:
 def conversation(document: dict[str, Any]) -> list[Message]:
     """The whole conversation of one logged completion, final reply included, as schema messages.
 
-    `fncall_messages` (+ the final reply of `fncall_response`) when present, else `messages` (+ that
-    of `response`) with text calls parsed into tool calls and their results into tool messages.
-    A record without a final reply gives the conversation up to its last request. Raises
-    RecordError naming the JSON path of what is malformed.
+    `fncall_messages` (+ the final reply of `fncall_response`, else that of `response` with its text
+    calls parsed) when present, else `messages` (+ that of `response`) with text calls parsed into
+    tool calls and their results into tool messages. A record without a final reply gives the
+    conversation up to its last request. Raises RecordError naming the JSON path of what is malformed.
     """
     structured = "fncall_messages" in document
-    key, reply = ("fncall_messages", "fncall_response") if structured else ("messages", "response")
+    key = "fncall_messages" if structured else "messages"
+    reply = "fncall_response" if structured and document.get("fncall_response") is not None else "response"
     raw = document.get(key)
     if not isinstance(raw, list):
         raise RecordError(key, f"{key} should be a list of messages (got {preview(raw)})")
     final = _final_reply(document.get(reply), reply)
     messages = openai_messages(raw, key)
-    if final is not None:
-        messages += openai_messages([final], f"{reply}.choices[0]")
-    return messages if structured else text_calls(messages)
+    last = [] if final is None else openai_messages([final], f"{reply}.choices[0]")
+    if not structured:
+        return text_calls(messages + last)
+    if reply == "response":  # the plain reply holds its calls as text
+        last = text_calls(messages + last)[len(messages) :]
+    return messages + last
 
 
 def _final_reply(response: Any, where: str) -> dict[str, Any] | None:
