@@ -61,11 +61,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=32, help="max_tokens of every request (default 32)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's own)")
+    parser.add_argument(
+        "--batch-wait-ms",
+        type=float,
+        default=ServeConfig.batch_wait_ms,
+        help="how long an idle server waits for more requests to encode with the first (default %(default)s)",
+    )
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     prompts = [f"Write a short story about {TOPICS[i % len(TOPICS)]}." for i in range(args.concurrent)]
-    app, engine = create_app(args.model, ServeConfig(model_name="base", max_batch_size=args.concurrent))
+    app, engine = create_app(
+        args.model, ServeConfig(model_name="base", max_batch_size=args.concurrent, batch_wait_ms=args.batch_wait_ms)
+    )
     alone_rates, together_rates = [], []
     with RunningServer(app) as running:
         url = f"{running.url}/v1/chat/completions"
