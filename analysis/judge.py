@@ -11,9 +11,10 @@ unlabelled for that run. Run r uses seeds 1000·r + attempt. Votes across runs a
 The judge stops with a `JudgeError` (a UserError naming the endpoint and the cause) when its
 endpoint fails (`llm_client.EndpointError`: unreachable, timing out, the key refused, the model
 unknown, after the openai client's own retries) or when none of the first FIRST_QUESTIONS
-questions gets a usable answer; the error holds what was judged before it. Usable answers are kept
-by question in a `Journal`, on disk with `JudgeConfig.journal`: a rerun with the same journal
-reuses them (checked again) and asks only the rest.
+questions gets a usable answer (with fewer questions, malformed answers are only counted); the
+error holds what was judged before it. Usable answers are kept by question in a `Journal`, on disk
+with `JudgeConfig.journal`: a rerun with the same journal reuses them (checked again) and asks
+only the rest.
 """
 
 from __future__ import annotations
@@ -119,7 +120,8 @@ def check_quote(trajectory: Trajectory, index: int | None, quote: str, required:
         raise ValueError(f"quote {said[:80]!r} does not occur in message {index}")
 
 
-FIRST_QUESTIONS = 8  # the judge stops when none of its first this many questions gets a usable answer
+# The judge stops when none of its first this many questions gets a usable answer (never with fewer questions).
+FIRST_QUESTIONS = 8
 
 
 @dataclass
@@ -239,9 +241,6 @@ class Journal:
             except (ValueError, KeyError, TypeError):
                 continue
 
-    def __len__(self) -> int:
-        return len(self._answers)
-
     @staticmethod
     def key(*parts: object) -> str:
         """The sha256 of the parts that define a question (JSON-encoded)."""
@@ -330,8 +329,8 @@ class LLMJudge:
     ) -> None:
         """Run `one` over `jobs` on `workers` threads and hand each output, in order, to `keep`,
         adding its attempts to `result`. On an EndpointError, or when none of the first
-        FIRST_QUESTIONS questions got a usable answer, the questions not started are skipped,
-        those finished are kept, and a JudgeError is raised."""
+        FIRST_QUESTIONS questions got a usable answer (there being that many), the questions not
+        started are skipped, those finished are kept, and a JudgeError is raised."""
         failure = ""
         kept: set[int] = set()
         endpoint_failed: list[EndpointError] = []  # the first, set by the worker that met it
@@ -359,7 +358,7 @@ class LLMJudge:
                     keep(output)
                     result.add(attempts)
                     kept.add(number)
-                    if number + 1 == min(FIRST_QUESTIONS, len(jobs)) and result.malformed == number + 1:
+                    if number + 1 == FIRST_QUESTIONS and result.malformed == FIRST_QUESTIONS:
                         last = result.errors[-1] if result.errors else "no answer"
                         failure = (
                             f"{self.client.endpoint}: none of the first {number + 1} questions got a usable answer "

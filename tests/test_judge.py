@@ -226,6 +226,16 @@ def test_a_quote_not_in_the_cited_message_is_a_malformed_answer(server: str) -> 
     assert {e.quote for label in result.labels for e in label.evidence if e.quote} == {"ERROR no such flight"}
 
 
+def test_with_fewer_questions_than_the_first_eight_malformed_answers_are_counted_not_fatal(server: str) -> None:
+    judge = LLMJudge(OpenAIChatClient(server, "stand-in-judge"), JudgeConfig(runs=1, retries=1, workers=1))
+    broken = [trajectory(9, "bad", False, "ALWAYS_MALFORMED")]
+    found, attributed = judge.attribute_failures(broken)
+    assert found == {} and attributed.malformed == 1 and attributed.calls == 2
+    labelled = judge.label(broken + [trajectory(4, "bad", False)], catalogue_for({"tau2-test"}))
+    assert labelled.malformed == 1 and {label.trajectory_id for label in labelled.labels} == {"bad/4"}
+    assert judge.label(broken, catalogue_for({"tau2-test"})).malformed == 1
+
+
 def test_an_unreachable_judge_stops_with_one_error_naming_the_url(tmp_path: Path) -> None:
     judge = LLMJudge(
         OpenAIChatClient("http://127.0.0.1:9/v1", "nobody", timeout=2, max_retries=1),
@@ -286,14 +296,14 @@ def test_cli_with_judge_and_proposer_from_ingested_jsonl(server: str, tmp_path: 
 
 def test_local_backend_judge_stops_when_no_answer_is_usable(tiny) -> None:
     """A generation backend (the tiny random model, which cannot write JSON) through the same judge:
-    every question malformed, so it stops once the first ones (here all four) are settled."""
+    every question malformed, so it stops once the first eight are settled."""
     from tracegym.analysis.llm_client import BackendChatClient
     from tracegym.generation import HFBackend
 
     model, tokenizer = tiny
     client = BackendChatClient(HFBackend(model, tokenizer), "tiny-random", max_new_tokens=8)
-    with pytest.raises(JudgeError, match="none of the first 4 questions got a usable answer") as stopped:
-        LLMJudge(client, JudgeConfig(runs=2, retries=1, workers=1)).label(dataset()[:2], catalogue_for({"tau2-test"}))
+    with pytest.raises(JudgeError, match="none of the first 8 questions got a usable answer") as stopped:
+        LLMJudge(client, JudgeConfig(runs=2, retries=0, workers=1)).label(dataset()[:4], catalogue_for({"tau2-test"}))
     result = stopped.value.result
-    assert result.labels == [] and result.malformed == 4 and result.calls == 8 and result.retried == 4
+    assert result.labels == [] and result.malformed == 8 and result.calls == 8 and result.retried == 0
     assert result.model == "tiny-random"
