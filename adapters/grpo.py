@@ -28,16 +28,18 @@ changed the sampling context, so the sampling log-probs are not the right denomi
 
 Served rollouts (`config.served.url`, `--rollout-url`; default off: in-process generation). The
 episodes are sampled by an OpenAI-compatible server (tracegym.served_rollout: every turn a chat
-completion whose token ids are recorded exactly, `served.in_flight` requests at once); the update
-and its log-probs are computed here as for in-process rollouts. The server samples from the
-trainer's LoRA: before a run's first rollouts, and after every step, the policy's adapter is saved
-to `<adapter_dir>/<run>-<tag>-step<N>` and loaded through `/v1/load_lora_adapter` under that name
-(this run's earlier adapters unloaded and their folders deleted), so step N+1 samples from the
-weights after step N, and the first step from the starting adapter. The log records the adapter
-each step sampled from (`served_adapter`) and the turns whose prompt the server tokenised otherwise
-than the trainer (`context_mismatch_turns`). A server that stops answering raises
-`ServerUnavailable` (a UserError naming the URL): the run continues from its last checkpoint with
-`--resume` once a server answers again. Held-out evaluation and calibration stay in process.
+completion whose token ids are recorded exactly, `served.in_flight` requests at once from each
+process); the update and its log-probs are computed here as for in-process rollouts. The server
+samples from the trainer's LoRA: before a run's first rollouts, and after every step but the last,
+the policy's adapter is saved to `<adapter_dir>/<run>-<tag>-step<N>` and loaded through
+`/v1/load_lora_adapter` under that name (this run's earlier adapters unloaded and their folders
+deleted), so step N+1 samples from the weights after step N, and the first step from the starting
+adapter; once the last step is done, this run's adapters are unloaded and their folders deleted.
+The log records the adapter each step sampled from (`served_adapter`) and the turns whose prompt
+the server tokenised otherwise than the trainer (`context_mismatch_turns`). A server that stops
+answering raises `ServerUnavailable` (a UserError naming the URL): the run continues from its last
+checkpoint with `--resume` once a server answers again. Held-out evaluation and calibration stay in
+process.
 
 Several processes (started by `accelerate launch` or torchrun; a GPU each, or shares of the CPU over
 gloo: `on_cpu`). Each process draws every num_processes-th of the step's training seeds and rolls
@@ -131,7 +133,8 @@ def varied_groups(episodes: list[Episode], group_size: int) -> list[list[Episode
 class TurnGRPOTrainer:
     """Trains the LoRA of `model` (a PeftModel) on episodes of `env_factory` seeds in
     [train_seeds[0], train_seeds[1]), sampled per `rollout`. Writes `train_log.jsonl` and
-    `checkpoint/` under `out_dir`."""
+    `checkpoint/` under `out_dir`. `connection`: what `served_rollout.connect(config.served)`
+    returned, when the caller has checked the server already (None: checked here)."""
 
     def __init__(
         self,
@@ -143,6 +146,7 @@ class TurnGRPOTrainer:
         out_dir: str | Path,
         train_seeds: tuple[int, int] = (0, 10_000),
         accelerator: Accelerator | None = None,
+        connection: tuple[PolicyServer, Path] | None = None,
     ) -> None:
         self.config, self.rollout_config, self.tokenizer, self.env_factory = config, rollout, tokenizer, env_factory
         self.out_dir = Path(out_dir)
@@ -173,7 +177,7 @@ class TurnGRPOTrainer:
         self.seed_span = span
         self.step, self.cursor = 0, random.Random(config.seed).randrange(span)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        self.server = self._connect(config.served)
+        self.server = self._connect(config.served, connection)
         self.published: str | None = None  # the server's name of the adapter the next rollouts sample from
 
     @property
@@ -211,34 +215,61 @@ class TurnGRPOTrainer:
 
     # -- served rollouts ----------------------------------------------------------------------
 
-    def _connect(self, served: ServedRolloutConfig) -> PolicyServer | None:
-        """The rollout server of `served` (None without a URL), checked (`served_rollout.connect`);
-        sets the adapter folder and this run's adapter name prefix."""
+    def _connect(
+        self, served: ServedRolloutConfig, connection: tuple[PolicyServer, Path] | None
+    ) -> PolicyServer | None:
+        """The rollout server of `served` (None without a URL), checked (`served_rollout.connect`)
+        unless `connection` is given; sets the adapter folder and this run's adapter name prefix."""
         if served.url is None:
             return None
-        server, self.adapter_dir = connect(served)
+        server, self.adapter_dir = connection or connect(served)
         where = self.out_dir.resolve()
         tag = hashlib.blake2b(str(where).encode(), digest_size=3).hexdigest()
         self.adapter_prefix = f"{re.sub(r'[^A-Za-z0-9._-]+', '-', where.name)}-{tag}-step"
         return server
 
+    def _is_mine(self, name: str) -> bool:
+        """Whether `name` is one of this run's adapter names (`<run>-<tag>-step<N>`)."""
+        step = name[len(self.adapter_prefix) :]
+        return name.startswith(self.adapter_prefix) and step.isascii() and step.isdigit()
+
     def _publish(self) -> str:
         """Save the current LoRA under `adapter_dir` as `<run>-<tag>-step<N>` and load it into the
         server under that name, unloading (and deleting) this run's earlier ones; returns the name.
-        The main process talks to the server, the others wait."""
+        A name the server serves already (published before a crash, again after `--resume`) is
+        unloaded first: vLLM refuses to load a name it has. The main process talks to the server,
+        the others wait."""
         assert self.server is not None
         name = f"{self.adapter_prefix}{self.step}"
         if self.accelerator.is_main_process:
             folder = self.adapter_dir / name
             save_policy(self.policy, folder)
+            served = self.server.models()
+            if name in served:
+                self.server.unload_adapter(name)
             self.server.load_adapter(name, str(folder))
-            for old in self.server.models():
-                if old != name and old.startswith(self.adapter_prefix):
+            for old in served:
+                if old != name and self._is_mine(old):
                     self.server.unload_adapter(old)
                     shutil.rmtree(self.adapter_dir / old, ignore_errors=True)
         self.accelerator.wait_for_everyone()
         self.published = name
         return name
+
+    def _withdraw(self) -> None:
+        """Unload this run's adapters from the server and delete their folders, once training is
+        over (nobody samples from them; several runs sharing a server would fill its --max-loras).
+        The main process talks to the server, the others wait."""
+        assert self.server is not None
+        if self.accelerator.is_main_process:
+            for name in self.server.models():
+                if self._is_mine(name):
+                    self.server.unload_adapter(name)
+            for folder in self.adapter_dir.iterdir():
+                if self._is_mine(folder.name) and folder.is_dir():
+                    shutil.rmtree(folder, ignore_errors=True)
+        self.accelerator.wait_for_everyone()
+        self.published = None
 
     # -- one step ----------------------------------------------------------------------------
 
@@ -455,7 +486,7 @@ class TurnGRPOTrainer:
         else:
             record["optimizer_steps"] = 0
         self.step += 1
-        if self.server is not None:
+        if self.server is not None and self.step < self.config.steps:  # the last step's weights sample nothing
             self._publish()
         finished = time.perf_counter()
         record.update(
@@ -489,7 +520,8 @@ class TurnGRPOTrainer:
 
     def train(self, progress: bool = True, until: int | None = None) -> list[dict[str, Any]]:
         """Run steps until step `until` (default `config.steps`); returns this call's log records.
-        Checkpoints fall on multiples of `save_every` and on the last step, not on `until`."""
+        Checkpoints fall on multiples of `save_every` and on the last step, not on `until`. With
+        served rollouts, reaching the last step unloads this run's adapters from the server."""
         config, records = self.config, []
         until = config.steps if until is None else min(until, config.steps)
         bar = tqdm(
@@ -514,6 +546,8 @@ class TurnGRPOTrainer:
             if self.step % config.save_every == 0 or self.step == config.steps:
                 self._checkpoint()
         bar.close()
+        if self.server is not None and self.step >= config.steps:
+            self._withdraw()
         return records
 
 

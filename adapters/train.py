@@ -110,10 +110,11 @@ def merge_scores(parts: list[HeldoutScores]) -> HeldoutScores:
 def score_sharded(score: Callable[..., HeldoutScores], policy: PreTrainedModel, seeds: Sequence[int]) -> HeldoutScores:
     """`score(policy, seeds=...)` with the seeds split among the processes (consecutive shares,
     `PartialState.split_between_processes`), the shares gathered into every process in seed order.
-    Equal to one process's scores: an episode's sampling depends on its seed, not on its batch."""
+    Equal to one process's scores: an episode's sampling depends on its seed, not on its batch.
+    The main process scores even an empty share (no seeds at all: empty scores)."""
     state = process_state()
     with state.split_between_processes(list(seeds)) as share:
-        mine = score(policy, seeds=share) if share else None
+        mine = score(policy, seeds=share) if share or state.is_main_process else None
     parts = gather_object([mine])
     return merge_scores([part for part in parts if part is not None])
 
@@ -137,8 +138,8 @@ def train_adapter(
     """
     calibrating = config.calibration.enabled and env_factory is None
     check_model(config.model)
-    if config.grpo.served.url is not None:
-        connect(config.grpo.served)  # a missing adapter folder or a silent server fails before any work
+    # a missing adapter folder or a silent server fails before any work; the trainer uses this connection
+    connection = connect(config.grpo.served) if config.grpo.served.url is not None else None
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if not resume and find_checkpoint(out_dir / CHECKPOINT_DIR) is not None:
@@ -194,7 +195,14 @@ def train_adapter(
             before_file.write_text(json.dumps(before.to_dict()))
         state.wait_for_everyone()
     trainer = TurnGRPOTrainer(
-        policy, tokenizer, factory, config.grpo, config.rollout, out_dir, train_seeds=env_spec.train_seeds
+        policy,
+        tokenizer,
+        factory,
+        config.grpo,
+        config.rollout,
+        out_dir,
+        train_seeds=env_spec.train_seeds,
+        connection=connection,
     )
     if resume:
         trainer.resume()

@@ -430,3 +430,21 @@ def test_eval_without_greedy_scores_sampled_episodes_only(tmp_path, capsys):
         == 1
     )
     assert "greedy is off and sampled is 0" in capsys.readouterr().err
+
+
+def test_held_out_scoring_of_an_empty_seed_range_gives_empty_scores():
+    """`eval.seeds` > 0 with an empty eval range in the spec: empty scores, as before the seeds were
+    split among processes, not an IndexError."""
+    from tracegym.adapters.heldout import HeldoutScores, compare
+    from tracegym.adapters.train import score_sharded
+
+    asked = []
+
+    def score(policy, seeds):
+        asked.append(list(seeds))
+        return HeldoutScores(list(seeds), [], [], [], [], 2)
+
+    scores = score_sharded(score, None, range(5, 5))
+    assert asked == [[]] and scores.seeds == [] and scores.sampled_rollouts == 2
+    assert scores.summary() == {} and compare(scores, scores) == {}
+    assert score_sharded(score, None, range(2)).seeds == [0, 1]

@@ -7,6 +7,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -177,6 +181,110 @@ def test_a_server_that_does_not_answer_is_a_user_error_naming_its_url(tmp_path):
         _trainer(tmp_path / "run", "tiny", url, tmp_path / "absent")
 
 
+@pytest.fixture()
+def canned():
+    """A fake server answering every request with the next of its `replies` (status, headers,
+    body: JSON or text); yields (its URL, the replies to fill, the times requests came)."""
+    replies: list[tuple[int, dict[str, str], object]] = []
+    times: list[float] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def _reply(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            times.append(time.monotonic())
+            status, headers, body = replies.pop(0)
+            data = (body if isinstance(body, str) else json.dumps(body)).encode()
+            self.send_response(status)
+            for key, value in {"Content-Type": "application/json", **headers}.items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = _reply
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}", replies, times
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _reply(**changes) -> dict:
+    """A chat completion of two tokens as vLLM sends it, with `changes` (None: the key removed)."""
+    reply = {
+        "choices": [
+            {
+                "finish_reason": "length",
+                "logprobs": {"content": [{"token": f"token_id:{t}", "logprob": lp} for t, lp in ((5, -0.5), (7, -1))]},
+            }
+        ],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 2},
+    }
+    for path, value in changes.items():
+        *parents, last = path.split("__")
+        node = reply
+        for key in parents:
+            node = node[int(key)] if key.isdigit() else node[key]
+        if value is None:
+            del node[last]
+        else:
+            node[last] = value
+    return reply
+
+
+def test_a_server_that_is_not_openai_shaped_is_a_user_error_naming_its_url_and_what_is_missing(canned):
+    url, replies, times = canned
+    _, tokenizer = tiny_model()
+    server = PolicyServer(url, "base", 10)
+    params, chat = SamplingConfig(max_new_tokens=2, temperature=1.0), [{"role": "user", "content": "hi"}]
+
+    def turn(*answers):
+        replies.extend(answers)
+
+        async def one():
+            async with httpx.AsyncClient(timeout=10) as client:
+                return await server.complete(client, "base", chat, params, None, tokenizer)
+
+        return asyncio.run(one())
+
+    served = turn((200, {}, _reply()))
+    assert (served.prompt_tokens, served.completion.token_ids, served.completion.logprobs) == (9, [5, 7], [-0.5, -1.0])
+    # a busy server whose Retry-After is an HTTP date: waited for 1 second, then asked again
+    served = turn((503, {"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, {}), (200, {}, _reply()))
+    assert served.completion.token_ids == [5, 7] and 0.9 < times[-1] - times[-2] < 5
+    entries = "choices__0__logprobs__content"
+    for reply, missing in [
+        (_reply(usage=None), "a number at usage.completion_tokens"),
+        (_reply(usage__prompt_tokens=None), "a number at usage.prompt_tokens"),
+        (_reply(usage__prompt_tokens="many"), "a number at usage.prompt_tokens"),
+        (_reply(choices__0__finish_reason=None), "choices[0].finish_reason"),
+        (_reply(choices=[]), "choices[0]"),
+        ({"id": "x"}, "choices[0]"),
+        ([1, 2], "choices[0]"),
+        ("not json", "a JSON body"),
+        (_reply(**{entries: [{"logprob": -1.0}]}), "choices[0].logprobs.content[0].token"),
+        (_reply(**{entries: [{"token": "token_id:5"}]}), "a number at choices[0].logprobs.content[0].logprob"),
+    ]:
+        expected = re.escape(f"rollout server {url} sent a chat completion without {missing}")
+        with pytest.raises(UserError, match=expected):
+            turn((200, {}, reply))
+    with pytest.raises(UserError, match="logprobs for a different number of tokens"):
+        turn((200, {}, _reply(usage__completion_tokens=1)))
+    with pytest.raises(UserError, match="return_tokens_as_token_ids"):
+        turn((200, {}, _reply(**{entries: [{"token": "hi", "logprob": -1.0}]})))
+    for body in ({"object": "list"}, {"data": [{"name": "base"}]}, "<html>"):
+        replies.append((200, {}, body))
+        with pytest.raises(UserError, match=re.escape(f"rollout server {url} sent its list of models")):
+            server.models()
+    replies.append((200, {}, {"data": [{"id": "base"}, {"id": "a"}]}))
+    assert server.models() == ["base", "a"]
+
+
 class StoppingClient(PolicyServer):
     """A client of a real server that stops it just before sending its `at`-th completion request."""
 
@@ -261,10 +369,50 @@ def test_grpo_from_served_rollouts_hot_loads_each_step_and_resumes_after_the_ser
         records = resumed.train(progress=False)
         assert [r["step"] for r in records] == [3]
         assert records[0]["served_adapter"] == f"{resumed.adapter_prefix}2"
-        assert f"{resumed.adapter_prefix}3" in _names(second.url)
+        # the last step's weights are not published, and the run's adapters are gone once it is over
+        assert not [name for name in _names(second.url) if name.startswith(resumed.adapter_prefix)]
+        assert not list(root.glob(f"{resumed.adapter_prefix}*"))
     assert [r["step"] for r in read_log(out)] == [1, 2, 3]
     log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     assert all(r["loss"] is not None for r in log)
+
+
+class RefusingClient(PolicyServer):
+    """A client of a real server that refuses, as vLLM does (HTTP 400), to load a name it serves already."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url, "base", 60)
+        self.calls: list[tuple[str, str]] = []
+
+    def load_adapter(self, name: str, path: str) -> None:
+        if name in self.models():
+            raise UserError(f"the rollout server {self.url} refused to load {path} as '{name}': 400 already loaded")
+        self.calls.append(("load", name))
+        super().load_adapter(name, path)
+
+    def unload_adapter(self, name: str) -> None:
+        self.calls.append(("unload", name))
+        super().unload_adapter(name)
+
+
+def test_a_resumed_run_republishes_a_step_the_server_has_and_leaves_no_adapter(tiny_server, root, tmp_path):
+    """Killed after step 1 was published, the run resumes at step 1 against the same server, which
+    still serves that name: it is unloaded and loaded again; the last step publishes nothing, and
+    once training is over no adapter of the run is served or left on disk."""
+    out = tmp_path / "run"
+    first = _trainer(out, "tiny", tiny_server.url, root, steps=2)
+    first.train(progress=False, until=1)
+    step1 = f"{first.adapter_prefix}1"
+    assert step1 in _names(tiny_server.url)
+    resumed = _trainer(out, "tiny", tiny_server.url, root, steps=2)
+    resumed.server = RefusingClient(tiny_server.url)
+    assert resumed.resume() and resumed.step == 1
+    records = resumed.train(progress=False)
+    assert [r["step"] for r in records] == [2] and records[0]["served_adapter"] == step1
+    assert resumed.server.calls[:2] == [("unload", step1), ("load", step1)]
+    assert ("load", f"{resumed.adapter_prefix}2") not in resumed.server.calls
+    assert not [name for name in _names(tiny_server.url) if name.startswith(resumed.adapter_prefix)]
+    assert not list(root.glob(f"{resumed.adapter_prefix}*")) and resumed.published is None
 
 
 @pytest.mark.slow
@@ -285,8 +433,21 @@ def test_greedy_served_episodes_equal_the_in_process_ones_on_the_embedded_model(
     _same_episodes(served, local)
 
 
-def test_train_cli_samples_from_the_server_and_resumes_after_it_was_down(tiny_server, root, tmp_path, capsys):
+def test_train_cli_samples_from_the_server_and_resumes_after_it_was_down(
+    tiny_server, root, tmp_path, capsys, monkeypatch
+):
+    from tracegym.adapters import grpo, train
     from tracegym.cli import main
+    from tracegym.served_rollout import connect
+
+    connections = []  # the server is checked once per run (process), before any work
+
+    def counted(served):
+        connections.append(served.url)
+        return connect(served)
+
+    monkeypatch.setattr(train, "connect", counted)
+    monkeypatch.setattr(grpo, "connect", counted)
 
     out = tmp_path / "adapter"
     common = ["train", "precondition_verification", "--out", str(out), "--model", "tiny", "--eval-seeds", "0"]
@@ -294,6 +455,8 @@ def test_train_cli_samples_from_the_server_and_resumes_after_it_was_down(tiny_se
     common += ["--grpo-save-every", "1", "--credit", "grpo", "--rollout-model", "base"]
     served = ["--rollout-url", tiny_server.url, "--rollout-adapter-dir", str(root)]
     assert main([*common, *served, "--grpo-steps", "1"]) == 0
+    assert connections == [tiny_server.url]
+    assert not [name for name in _names(tiny_server.url) if name.startswith("adapter-")], "its adapters are unloaded"
     with _serve("tiny", root) as gone:
         dead = gone.url
     assert (

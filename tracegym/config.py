@@ -260,7 +260,9 @@ class ServedRolloutConfig:
     )
     model: str = option("tracegym", "the server's name of the base model (tracegym serve's --model-name)")
     api_key_env: str = option("TRACEGYM_API_KEY", "environment variable holding the server's API key (unset: none)")
-    in_flight: int = option(16, "requests (one turn of one episode each) sent to the server at once")
+    in_flight: int = option(
+        16, "requests (one turn of one episode each) each training process sends to the server at once"
+    )
     timeout: float = option(300.0, "seconds to wait for one reply before the server counts as not answering")
     adapter_dir: str | None = option(
         None, "folder the server may read (its --lora-root) where each step's LoRA is saved for it to load"

@@ -23,12 +23,14 @@ batches), so sampled served rollouts do not reproduce there. Greedy ones (temper
 
 Errors: a server that cannot be reached, drops the connection or does not reply within `timeout`
 seconds raises `ServerUnavailable` (a UserError naming the URL); an error reply raises UserError
-with the server's message; a full queue (503) is retried after its Retry-After.
+with the server's message, and a reply that is not OpenAI-shaped one naming the URL and what it
+lacks; a full queue (503) is retried after its Retry-After (1 second when that is not a number).
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -46,6 +48,7 @@ from tracegym.rollout import ChatSegments, Episode, _advance, _start, turn_token
 
 TOKEN_ID_PREFIX = "token_id:"
 BUSY_RETRIES = 60  # 503 replies (queue full) retried before giving up
+COMPLETION = "a chat completion"
 
 
 class ServerUnavailable(UserError):
@@ -96,9 +99,26 @@ class PolicyServer:
             raise self.unavailable(error) from None
         return self._checked(response, what)
 
+    def malformed(self, what: str, missing: str) -> UserError:
+        return UserError(
+            f"the rollout server {self.url} sent {what} without {missing}: it must reply as an OpenAI-compatible "
+            "server (vLLM, tracegym serve)"
+        )
+
+    def _json(self, response: httpx.Response, what: str) -> Any:
+        try:
+            return response.json()
+        except ValueError:
+            raise self.malformed(what, "a JSON body") from None
+
     def models(self) -> list[str]:
         """The ids `GET /v1/models` lists (the base model and the loaded adapters)."""
-        return [card["id"] for card in self._call("GET", "/v1/models", "to list its models").json()["data"]]
+        what = "its list of models (GET /v1/models)"
+        cards = _lookup(self._json(self._call("GET", "/v1/models", "to list its models"), what), "data")
+        ids = [_lookup(card, "id") for card in cards] if isinstance(cards, list) else [_ABSENT]
+        if any(not isinstance(name, str) for name in ids):
+            raise self.malformed(what, "a 'data' list of models with an 'id' each")
+        return ids
 
     def load_adapter(self, name: str, path: str) -> None:
         """`POST /v1/load_lora_adapter`: serve the PEFT folder `path` (as the server sees it) as `name`."""
@@ -140,27 +160,53 @@ class PolicyServer:
                 raise self.unavailable(error) from None
             if response.status_code != 503:
                 break
-            await asyncio.sleep(float(response.headers.get("Retry-After", "1")))
-        reply = self._checked(response, f"a completion from '{model}'").json()
-        return ServedTurn(self._completion(reply, tokenizer), int(reply["usage"]["prompt_tokens"]))
+            await asyncio.sleep(_retry_after(response))
+        reply = self._json(self._checked(response, f"a completion from '{model}'"), COMPLETION)
+        return self._turn(reply, tokenizer)
 
-    def _completion(self, reply: dict[str, Any], tokenizer: PreTrainedTokenizerBase) -> Completion:
-        choice = reply["choices"][0]
-        content = (choice.get("logprobs") or {}).get("content")
-        if content is None:
+    def _turn(self, reply: Any, tokenizer: PreTrainedTokenizerBase) -> ServedTurn:
+        """The turn of a chat completion `reply`; UserError naming what it lacks when it is not OpenAI-shaped."""
+        choice = self._field(reply, "choices", 0, kind=dict, name="choices[0]")
+        content = _lookup(choice, "logprobs", "content")
+        if content is _ABSENT or content is None:
             raise UserError(f"the rollout server {self.url} returned no logprobs: it must support logprobs")
-        tokens = [entry["token"] for entry in content]
-        if not all(token.startswith(TOKEN_ID_PREFIX) for token in tokens):
+        if not isinstance(content, list):
+            raise self.malformed(COMPLETION, "a list at choices[0].logprobs.content")
+        entry_name = "choices[0].logprobs.content[{}].{}"
+        tokens = [
+            self._field(entry, "token", kind=str, name=entry_name.format(i, "token")) for i, entry in enumerate(content)
+        ]
+        ids = [_token_id(token) for token in tokens]
+        if any(token_id is None for token_id in ids):
             raise UserError(
                 f"the rollout server {self.url} did not return token ids: it must support vLLM's "
                 "return_tokens_as_token_ids"
             )
-        ids = [int(token[len(TOKEN_ID_PREFIX) :]) for token in tokens]
-        if len(ids) != reply["usage"]["completion_tokens"]:
-            raise UserError(f"the rollout server {self.url} reported logprobs for fewer tokens than it sampled")
-        finish = "length" if choice["finish_reason"] == "length" else "stop"
+        logprobs = [
+            self._field(entry, "logprob", kind=float, name=entry_name.format(i, "logprob"))
+            for i, entry in enumerate(content)
+        ]
+        if len(ids) != self._field(reply, "usage", "completion_tokens", kind=int):
+            raise UserError(
+                f"the rollout server {self.url} reported logprobs for a different number of tokens than it sampled"
+            )
+        reason = self._field(choice, "finish_reason", kind=str, name="choices[0].finish_reason")
         text = tokenizer.decode(ids, skip_special_tokens=True)
-        return Completion(text, ids, [float(entry["logprob"]) for entry in content], finish)
+        completion = Completion(text, ids, logprobs, "length" if reason == "length" else "stop")
+        return ServedTurn(completion, self._field(reply, "usage", "prompt_tokens", kind=int))
+
+    def _field(self, value: Any, *keys: str | int, kind: type, name: str | None = None) -> Any:
+        """`value[k0][k1]...` of a chat completion as `kind` (dict, str, int or float); UserError
+        naming it (`name`, default the keys joined by dots) when it is missing or of another type."""
+        found = _lookup(value, *keys)
+        name = name or ".".join(str(key) for key in keys)
+        if kind in (int, float):
+            if isinstance(found, (int, float)) and not isinstance(found, bool) and math.isfinite(found):
+                return kind(found)
+            raise self.malformed(COMPLETION, f"a number at {name}")
+        if isinstance(found, kind):
+            return found
+        raise self.malformed(COMPLETION, name)
 
 
 def connect(config: ServedRolloutConfig) -> tuple[PolicyServer, Path]:
@@ -182,6 +228,36 @@ def connect(config: ServedRolloutConfig) -> tuple[PolicyServer, Path]:
             "set --rollout-model to its base model's name"
         )
     return server, folder.resolve()
+
+
+_ABSENT = object()
+
+
+def _lookup(value: Any, *keys: str | int) -> Any:
+    """`value[k0][k1]...`, or `_ABSENT` where a key is missing or a value is not a container."""
+    for key in keys:
+        if isinstance(key, int) and isinstance(value, list) and -len(value) <= key < len(value):
+            value = value[key]
+        elif isinstance(key, str) and isinstance(value, dict) and key in value:
+            value = value[key]
+        else:
+            return _ABSENT
+    return value
+
+
+def _token_id(token: str) -> int | None:
+    """The id of a `token_id:<id>` token, None for any other text."""
+    digits = token[len(TOKEN_ID_PREFIX) :]
+    return int(digits) if token.startswith(TOKEN_ID_PREFIX) and digits.isascii() and digits.isdigit() else None
+
+
+def _retry_after(response: httpx.Response) -> float:
+    """The seconds a 503 reply's Retry-After asks for: 1 when it is absent or not a number (an HTTP date)."""
+    try:
+        seconds = float(response.headers.get("Retry-After", "1"))
+    except ValueError:
+        return 1.0
+    return seconds if math.isfinite(seconds) and seconds >= 0 else 1.0
 
 
 def _reason(response: httpx.Response) -> str:
