@@ -21,6 +21,8 @@ from tracegym.moe_router.config import RouterTrainingConfig
 from tracegym.synth_envs.registry import CAPABILITY_TABLE
 from tracegym.synth_envs.synthesise import SynthConfig
 
+STOP_POINTS = ("trajectories", "analysis")  # stages `tracegym run --stop-after` may end a run at
+
 
 @dataclass
 class BaseAgentConfig(WarmStartConfig):

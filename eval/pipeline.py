@@ -43,7 +43,7 @@ from tracegym.analysis.report import selection_table, write_outputs
 from tracegym.config import config_dict
 from tracegym.eval.arms import Arm, adapter_arm, evaluate_arm, heldout_seeds, split_summary
 from tracegym.eval.base_agent import MODEL_DIR, make_base_agent
-from tracegym.eval.config import RunConfig
+from tracegym.eval.config import STOP_POINTS, RunConfig
 from tracegym.eval.gap_figures import NOGAP_ARM, format_gap, gap_figures
 from tracegym.eval.loop_report import write_report
 from tracegym.eval.play import play_target
@@ -61,9 +61,6 @@ logger = logging.getLogger(__name__)
 RESULTS_FILE = "trajectories/results/base_agent.json"
 ROLLOUT_SEED = 2_024  # sampling seed of the base agent's train-split runs
 ROUTED = "router/routed"
-
-
-STOP_POINTS = ("trajectories", "analysis")  # stages `tracegym run --stop-after` may end a run at
 
 
 def run_pipeline(out_dir: str | Path, config: RunConfig, stop_after: str | None = None) -> dict[str, object]:
@@ -85,7 +82,7 @@ def run_pipeline(out_dir: str | Path, config: RunConfig, stop_after: str | None 
         if stop_after != "trajectories":
             stage("analysis", lambda folder: _analyse(folder, run.root, inputs))
         if stop_after is not None:
-            return _stopped(run.root, config, stop_after)
+            return _stopped(run, config, stop_after)
         if not config.inputs and config.base_agent.gap:  # the ceiling arm, needed only for the held-out arms
             stage("base_agent_nogap", lambda folder: _base_agent(folder, run.root, config, gap=""))
         stage("envs", lambda folder: _synth(folder, run.root, config))
@@ -120,11 +117,14 @@ def run_pipeline(out_dir: str | Path, config: RunConfig, stop_after: str | None 
     return summary
 
 
-def _stopped(root: Path, config: RunConfig, stop_after: str) -> dict[str, object]:
-    """The summary of a run ended at `stop_after`: the diagnosis's selection and, with a planted gap,
-    its figures so far."""
-    report = root / "analysis" / "capabilities.json"
-    selected = CapabilityReport.model_validate_json(report.read_text()).selected if report.is_file() else None
+def _stopped(run: RunDirectory, config: RunConfig, stop_after: str) -> dict[str, object]:
+    """The summary of a run ended at `stop_after`: the diagnosis's selection when the analysis stage
+    is complete in this run directory (None otherwise) and, with a planted gap, its figures so far.
+    Written to summary.json unless that holds the summary of the run finished past the stop point
+    (its envs stage complete), which is kept."""
+    root, selected = run.root, None
+    if run.is_complete("analysis"):
+        selected = CapabilityReport.model_validate_json((root / "analysis" / "capabilities.json").read_text()).selected
     summary: dict[str, object] = {
         "run_dir": str(root),
         "model": config.model,
@@ -133,8 +133,20 @@ def _stopped(root: Path, config: RunConfig, stop_after: str) -> dict[str, object
     }
     if config.base_agent.gap and not config.inputs and selected is not None:
         summary["planted_gap"] = gap_figures(root, config.base_agent.gap)
-    (root / "summary.json").write_text(json.dumps(summary, indent=1))
+    if not _finished(run):
+        (root / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
+
+
+def _finished(run: RunDirectory) -> bool:
+    """Whether summary.json holds the summary of a run that went past every stop point (not one of
+    `--stop-after`, and the envs stage, which every run past them makes, is complete)."""
+    path = run.root / "summary.json"
+    try:
+        written = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(written, dict) and "stopped_after" not in written and run.is_complete("envs")
 
 
 def _stage(run: RunDirectory, name: str, work: Callable[[Path], Iterable[Path]]) -> None:

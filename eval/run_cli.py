@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tracegym.config import add_config_arguments, resolve_config
 from tracegym.errors import UserError
-from tracegym.eval.config import RunConfig
+from tracegym.eval.config import STOP_POINTS, RunConfig
 
 QUICK = Path(__file__).resolve().parents[1] / "configs" / "quick.toml"
 
@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--stop-after",
-        choices=("trajectories", "analysis"),
+        choices=STOP_POINTS,
         help="end the run after this stage (the base agent's runs, or their diagnosis); rerun without it to carry on",
     )
     add_config_arguments(parser, RunConfig)

@@ -71,7 +71,10 @@ _MISSING = object()
 def config_differences(stored: Any, current: Any, defaults: Any = _MISSING, key: str = "") -> list[str]:
     """`key: stored -> current` for each setting whose value differs between two config dicts. A
     setting the stored config lacks (added since that run was made) differs only when its current
-    value is not its value in `defaults`."""
+    value is not its value in `defaults`. A stored config that is missing or not a table (a damaged
+    run.json) is one difference saying so, not a dump of the current config."""
+    if not key and isinstance(current, dict) and not isinstance(stored, dict):
+        return ["the stored config is missing or unreadable"]
     if isinstance(stored, dict) and isinstance(current, dict):
         found = []
         for name in sorted(set(stored) | set(current)):
@@ -138,6 +141,12 @@ class RunDirectory:
         if not isinstance(manifest, dict) or not isinstance(manifest.get("stages"), dict):
             raise RunDirectoryError(
                 f"{self.manifest_path}: not a run manifest (no 'stages' table); "
+                f"use a new --out directory or remove the file"
+            )
+        if not isinstance(manifest.get("config"), dict):
+            what = "missing" if "config" not in manifest else "not a table"
+            raise RunDirectoryError(
+                f"{self.manifest_path}: the config this run was made with is {what}, so it cannot be resumed; "
                 f"use a new --out directory or remove the file"
             )
         return manifest

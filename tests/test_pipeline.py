@@ -132,3 +132,27 @@ def test_stop_after_ends_the_run_there_and_a_later_run_carries_on(tmp_path):
     assert list(json.loads((run / "run.json").read_text())["stages"]) == ["trajectories", "analysis", "envs"]
     with pytest.raises(ValueError, match="stop_after"):
         run_pipeline(run, config, stop_after="envs")
+
+
+def test_stop_after_shows_only_a_complete_analysis_and_keeps_a_finished_runs_summary(tmp_path):
+    config = RunConfig(model="tiny", max_adapters=0, inputs=example_inputs(tmp_path))
+    run = tmp_path / "run"
+    finished = run_pipeline(run, config)
+    written = (run / "summary.json").read_text()
+    # a finished run stopped again: its selection (the analysis is complete), its summary.json kept
+    summary = run_pipeline(run, config, stop_after="trajectories")
+    assert summary["selected"] == finished["selected"] and (run / "summary.json").read_text() == written
+    # an analysis no longer complete (its report changed since): no selection shown from it
+    report = run / "analysis" / "capabilities.json"
+    report.write_text(report.read_text() + "\n")
+    summary = run_pipeline(run, config, stop_after="trajectories")
+    assert summary["selected"] is None and "stopped_after" not in json.loads((run / "summary.json").read_text())
+    # a run that has not gone past the stop points has its summary.json written
+    fresh = tmp_path / "fresh"
+    run_pipeline(fresh, config, stop_after="analysis")
+    fresh_manifest = json.loads((fresh / "run.json").read_text())
+    fresh_manifest["stages"]["analysis"]["status"] = "running"
+    (fresh / "run.json").write_text(json.dumps(fresh_manifest))
+    summary = run_pipeline(fresh, config, stop_after="trajectories")
+    assert summary["selected"] is None
+    assert json.loads((fresh / "summary.json").read_text())["stopped_after"] == "trajectories"

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from tracegym.eval.rundir import RunDirectory, RunDirectoryError
+from tracegym.eval.rundir import RunDirectory, RunDirectoryError, config_differences
 
 
 def _writer(calls: list[str], name: str = "out.txt", text: str = "hello"):
@@ -130,3 +130,13 @@ def test_a_setting_added_since_the_run_resumes_at_its_default_and_refuses_otherw
         RunDirectory(tmp_path, {"steps": 4, "grpo": {"lr": 0.1, "served": {"url": "http://x"}}}, defaults=defaults)
     with pytest.raises(RunDirectoryError, match=r"grpo\.lr: 0\.1 -> 0\.5; steps: 4 -> 1"):
         RunDirectory(tmp_path, {"steps": 1, "grpo": {"lr": 0.5}}, defaults=defaults)
+
+
+@pytest.mark.parametrize("stored", [None, "absent", [1, 2]])
+def test_a_manifest_without_a_readable_config_says_so_plainly(tmp_path, stored):
+    manifest = {"stages": {}, "inputs": {}} | ({} if stored == "absent" else {"config": stored})
+    (tmp_path / "run.json").write_text(json.dumps(manifest))
+    with pytest.raises(RunDirectoryError, match="the config this run was made with is (missing|not a table)") as raised:
+        RunDirectory(tmp_path, {"model": "m", "grpo": {"steps": 4}})
+    assert "grpo" not in str(raised.value), "not a dump of the current config"
+    assert config_differences(stored, {"model": "m"}) == ["the stored config is missing or unreadable"]
