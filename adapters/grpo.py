@@ -311,7 +311,7 @@ class TurnGRPOTrainer:
         the current adapter first if it has not been); this step's sampling seed is
         sampling_seed(config.seed, step), so an episode's draws depend on (seed, step, its seed,
         rollout, turn) only, not on the other groups or the number of processes (a server that
-        ignores seeds, as `tracegym serve` does, draws its own)."""
+        ignores seeds draws its own)."""
         config = self.config
         params = SamplingConfig(
             max_new_tokens=self.rollout_config.max_new_tokens,

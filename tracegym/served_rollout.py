@@ -18,8 +18,9 @@ here (`render_chat`, what `tracegym serve` runs) against the trainer's context, 
 turns where either differs (0 when the server saw exactly what the trainer scores).
 
 Sampling seeds. Turn t of rollout r of seed s sends `seed` sampling_seed(params.seed, s, r, t) as
-`run_episodes` draws in process; vLLM honours it, `tracegym serve` ignores it (its rows share
-batches), so sampled served rollouts do not reproduce there. Greedy ones (temperature 0) do.
+`run_episodes` draws in process; vLLM and `tracegym serve` honour it, so a rerun samples the same
+served rollouts (not the in-process ones: each engine samples its own way). Greedy ones
+(temperature 0) equal the in-process ones.
 
 Errors: a server that cannot be reached, drops the connection or does not reply within `timeout`
 seconds raises `ServerUnavailable` (a UserError naming the URL); an error reply raises UserError
