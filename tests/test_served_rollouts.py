@@ -125,6 +125,19 @@ def test_greedy_served_episodes_equal_the_in_process_ones(tiny_server):
         assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
 
 
+def test_sampled_served_episodes_repeat_with_the_same_sampling_seed(tiny_server):
+    _, tokenizer = tiny_model()
+    server = PolicyServer(tiny_server.url, "base", timeout=60)
+
+    def sampled(seed: int) -> list[list[int]]:
+        params = SamplingConfig(max_new_tokens=12, temperature=1.0, seed=seed)
+        return [e.completion_ids for e in run_served_episodes(server, tokenizer, ProseEnv, [0, 1], 2, params, 4)]
+
+    first = sampled(5)
+    assert sampled(5) == first and sampled(6) != first
+    assert first[0] != first[1], "each rollout of a seed draws its own sampling seed"
+
+
 def test_multi_turn_episodes_through_the_server_keep_the_token_accounting(ending_server, ending):
     """Greedy turns of the ending model are <|im_end|> alone: three turns, two observations, each
     turn's prompt as the server counted it equal to the trainer's context."""
