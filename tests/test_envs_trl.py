@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 import pytest
 from transformers.utils import get_json_schema
@@ -138,18 +139,12 @@ def test_bad_arguments_come_back_as_text_and_reset_needs_a_seed() -> None:
         instance.reset(prompt=[])
 
 
-def test_grpo_trainer_trains_a_step_on_the_environment(tmp_path, fresh_accelerate_state) -> None:
-    from trl import GRPOConfig, GRPOTrainer
-    from trl.chat_template_utils import qwen2_5_chat_template
+def _one_step(folder) -> Any:
+    """TRL's GRPOConfig for one CPU step of 2 rollouts of at most 8 tokens, logged."""
+    from trl import GRPOConfig
 
-    from tracegym.models import tiny_model
-
-    model, tokenizer = tiny_model()
-    # SmolLM2's own template cannot render tool calls; Qwen2.5's uses the same <|im_start|> tokens and
-    # the Hermes <tool_call> format of tracegym.toolcalls, and TRL knows how to parse it.
-    tokenizer.chat_template = qwen2_5_chat_template
-    config = GRPOConfig(
-        output_dir=str(tmp_path),
+    return GRPOConfig(
+        output_dir=str(folder),
         max_steps=1,
         bf16=False,
         per_device_train_batch_size=2,
@@ -159,9 +154,21 @@ def test_grpo_trainer_trains_a_step_on_the_environment(tmp_path, fresh_accelerat
         use_cpu=True,
         logging_steps=1,
     )
+
+
+def test_grpo_trainer_trains_a_step_on_the_environment(tmp_path, fresh_accelerate_state) -> None:
+    from trl import GRPOTrainer
+    from trl.chat_template_utils import qwen2_5_chat_template
+
+    from tracegym.models import tiny_model
+
+    model, tokenizer = tiny_model()
+    # SmolLM2's own template cannot render tool calls; Qwen2.5's uses the same <|im_start|> tokens and
+    # the Hermes <tool_call> format of tracegym.toolcalls, and TRL knows how to parse it.
+    tokenizer.chat_template = qwen2_5_chat_template
     trainer = GRPOTrainer(
         model=model,
-        args=config,
+        args=_one_step(tmp_path),
         processing_class=tokenizer,
         train_dataset=trl_dataset("error_recovery", range(4)),
         environment_factory=trl_environment_class("error_recovery", n_packages=1),
@@ -176,25 +183,14 @@ def test_grpo_trainer_trains_a_step_on_the_environment(tmp_path, fresh_accelerat
 
 def test_grpo_trainer_trains_on_tracegym_conversations(tmp_path, fresh_accelerate_state) -> None:
     """answer_tool=False, the tracegym prompt and template: the plain-text turn is the scored answer."""
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from tracegym.models import tiny_model
 
     model, tokenizer = tiny_model()
-    config = GRPOConfig(
-        output_dir=str(tmp_path),
-        max_steps=1,
-        bf16=False,
-        per_device_train_batch_size=2,
-        num_generations=2,
-        max_completion_length=8,
-        report_to=[],
-        use_cpu=True,
-        logging_steps=1,
-    )
     trainer = GRPOTrainer(
         model=model,
-        args=config,
+        args=_one_step(tmp_path),
         processing_class=tracegym_chat_template(tokenizer),
         train_dataset=trl_dataset("error_recovery", range(4), tracegym_prompt=True, n_packages=1),
         environment_factory=trl_environment_class("error_recovery", answer_tool=False, n_packages=1),
