@@ -116,6 +116,16 @@ def process_state() -> PartialState:
     return state
 
 
+def end_processes() -> None:
+    """Let every launched process finish, then take down their process group: gloo's worker threads
+    still alive when the interpreter exits abort the process (SIGABRT), now and then. Call after a run
+    that succeeded only: one process failing mid-collective would leave the others waiting here."""
+    state = process_state()
+    if state.num_processes > 1:
+        state.wait_for_everyone()
+        state.destroy_process_group()
+
+
 @functools.cache
 def _warn_one_cpu_process() -> None:
     logger.warning(

@@ -52,7 +52,7 @@ def load_env_spec(text: str) -> EnvSpec:
 
 def run_train(args: argparse.Namespace) -> int:
     """Train; under several processes (a launcher's) only the main one logs below warnings and prints."""
-    from tracegym.adapters.grpo import process_state
+    from tracegym.adapters.grpo import end_processes, process_state
     from tracegym.adapters.train import train_adapter
 
     spec = load_env_spec(args.env_spec)
@@ -64,6 +64,7 @@ def run_train(args: argparse.Namespace) -> int:
         artifact = train_adapter(spec, args.out, config, resume=args.resume)
     except FileExistsError as error:
         raise UserError(f"{error} (pass --resume)") from error
+    end_processes()
     if not main_process:
         return 0
     print(

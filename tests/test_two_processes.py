@@ -44,7 +44,7 @@ def _worker(argv: list[str]) -> None:
     from adapters_lookup_env import ProseEnv, chatty_tiny_model
 
     from tracegym.adapters.config import CreditConfig, TurnGRPOConfig
-    from tracegym.adapters.grpo import TurnGRPOTrainer
+    from tracegym.adapters.grpo import TurnGRPOTrainer, end_processes
     from tracegym.adapters.heldout import score_heldout
     from tracegym.adapters.lora import attach_lora, trainable_state
     from tracegym.adapters.train import score_sharded
@@ -116,6 +116,7 @@ def _worker(argv: list[str]) -> None:
         }
         torch.save(report, args.reports / f"{stop}-{report['process']}.pt")
         rolled, scored, episodes, gradients = [], [], [], []
+    end_processes()
 
 
 # -- the test --------------------------------------------------------------------------------
