@@ -19,8 +19,11 @@ result file; `--scripted-only` stops there).
 
 Every gap runs in its own run directory under `--out` (default runs/planted_gap/GAP): rerunning the
 command skips finished stages and resumes an interrupted one, so the experiment can run across
-sessions. The figures are printed and written to `--result` (default
-benchmarks/results/planted_gap.json) with the commit that ran them, after each gap.
+sessions. Each gap is taken through its diagnosis first; then the no-gap base agent and its
+held-out arm, the same for every gap of one config, are copied from another gap's run directory
+that has them (`share_nogap`) before the rest of the loop runs. The figures are printed and written
+to `--result` (default benchmarks/results/planted_gap.json) with the commit that ran them, after
+each gap.
 
     python benchmarks/planted_gap.py [--gaps G1,G2] [--config FILE] [--out DIR] [--result FILE]
     python benchmarks/planted_gap.py --scripted-only   # the model-free diagnosis check alone, seconds
@@ -38,7 +41,10 @@ import time
 from pathlib import Path
 
 from tracegym.analysis.diagnose import diagnose
+from tracegym.config import config_dict
+from tracegym.eval.config import RunConfig
 from tracegym.eval.gap_figures import format_gap, gap_figures
+from tracegym.eval.rundir import RunDirectory, config_differences
 from tracegym.eval.target import TargetConfig
 from tracegym.eval.target.kinds import GAP_CAPABILITIES
 from tracegym.eval.target.planted import planted_runs, write_planted_runs
@@ -73,14 +79,44 @@ def scripted_selection(trials: int = 2, slip_rate: float = 0.8) -> dict[str, dic
     return figures
 
 
-def run_gap(gap: str, config: Path, out: Path, stop_after: str | None) -> float:
-    """Run (or resume) the loop with `gap` planted into `out`, up to `stop_after` when given; returns
-    the wall seconds of this call."""
+def run_gap(gap: str, config: Path, out: Path, stop_after: str | None, others: list[Path]) -> float:
+    """Run (or resume) the loop with `gap` planted into `out`, up to `stop_after` when given, taking
+    the no-gap stages from one of the `others` gaps' run directories where it has them; returns the
+    wall seconds of this call."""
     started = time.perf_counter()
     command = [sys.executable, "-m", "tracegym.cli", "run", "--config", str(config), "--base-agent-gap", gap]
-    stop = ["--stop-after", stop_after] if stop_after else []
-    subprocess.run([*command, "--out", str(out), *stop], check=True)
+    subprocess.run([*command, "--out", str(out), "--stop-after", "analysis"], check=True)
+    if stop_after is None:
+        share_nogap(out, others)
+        subprocess.run([*command, "--out", str(out)], check=True)
     return time.perf_counter() - started
+
+
+def share_nogap(run: Path, others: list[Path]) -> None:
+    """Copy the no-gap base agent and its held-out arm into `run` from the first of `others` made
+    with the same config but for the planted gap: the same warm start on the same dialogues and the
+    same held-out tasks give the same agent and episodes, so each gap need not pay for them again."""
+    mine = json.loads((run / "run.json").read_text())["config"]
+    defaults = config_dict(RunConfig())
+    directory = RunDirectory(run, mine, defaults=defaults)
+    if directory.is_complete("base_agent_nogap"):
+        return
+    for other in others:
+        try:
+            theirs = json.loads((other / "run.json").read_text())["config"]
+        except (OSError, ValueError, KeyError):
+            continue
+        if config_differences(without_gap(theirs), without_gap(mine), defaults):
+            continue
+        if directory.adopt_stage(other, "base_agent_nogap"):
+            shared = ["base_agent_nogap"] + ["eval/base_nogap"] * directory.adopt_stage(other, "eval/base_nogap")
+            print(f"{run.name}: {', '.join(shared)} taken from {other}", flush=True)
+            return
+
+
+def without_gap(config: dict) -> dict:
+    """A run's stored config with its planted gap left out."""
+    return {**config, "base_agent": {k: v for k, v in config.get("base_agent", {}).items() if k != "gap"}}
 
 
 def main() -> int:
@@ -104,7 +140,8 @@ def main() -> int:
         print(f"wrote {args.result}")
         return 0
     for gap in [g for g in args.gaps.split(",") if g]:
-        seconds = run_gap(gap, args.config, args.out / gap, args.stop_after)
+        others = [args.out / other for other in GAP_CAPABILITIES if other != gap]
+        seconds = run_gap(gap, args.config, args.out / gap, args.stop_after, others)
         figures = gap_figures(args.out / gap, gap)
         result["gaps"][gap] = {**figures, "commit": commit(), "config": str(args.config.relative_to(REPO))}
         result["gaps"][gap]["last_call_seconds"] = round(seconds, 1)

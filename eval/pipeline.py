@@ -8,7 +8,7 @@ On the target environment (no input runs; `RunConfig.target`):
     envs/              one environment spec per capability       (tracegym synth)
     adapters/<c>/      one LoRA adapter per capability, GRPO from the base agent (tracegym train)
     plain_grpo/        GRPO on the target's train split at the adapters' total rollouts
-    router/routed/     the token router over the adapters         (tracegym route)
+    router/routed/     the token router over the adapters, the target's own dialogues left to the base
     eval/<arm>/        each arm on the held-out split: metrics.json, τ² Results, trajectories
     report/            report.md, comparisons.json, plots
 
@@ -54,6 +54,7 @@ from tracegym.eval.target import TargetEnvironment, make_target, write_runs
 from tracegym.generation import SamplingConfig
 from tracegym.models import check_model
 from tracegym.moe_router.route import build_router
+from tracegym.moe_router.router_data import DomainText
 from tracegym.schema import AdapterArtifact, Capability, CapabilityReport, EnvSpec, read_jsonl, write_jsonl
 from tracegym.synth_envs.synthesise import synthesise
 
@@ -315,8 +316,17 @@ def _close_loop(run: RunDirectory, config: RunConfig, policy: str, artifacts: li
 
 def _route(folder: Path, adapter_dirs: list[Path], policy: str, config: RunConfig) -> list[Path]:
     out = folder / "routed"
-    build_router(adapter_dirs, out, config.router, model_name=policy, overwrite=True)
+    build_router(adapter_dirs, out, config.router, model_name=policy, overwrite=True, domain=target_domain(config))
     return sorted(p for p in out.rglob("*") if p.is_file())
+
+
+def target_domain(config: RunConfig) -> DomainText:
+    """The target's train-split oracle dialogues the router leaves to the base: the first
+    `router.train_dialogues` tasks to train on, the next `router.heldout_dialogues` held out (never a
+    held-out task of the loop)."""
+    trained = min(config.router.train_dialogues, config.target.train_tasks)
+    heldout = range(trained, min(trained + config.router.heldout_dialogues, config.target.train_tasks))
+    return DomainText(TargetEnvironment.name, make_target(config.target), range(trained), heldout)
 
 
 def _plain_grpo(folder: Path, root: Path, policy: str, rollouts: int, config: RunConfig) -> list[Path]:

@@ -198,6 +198,29 @@ class RunDirectory:
         }
         self._save()
 
+    def adopt_stage(self, donor: Path, stage: str) -> bool:
+        """Copy `stage`, complete in the run directory `donor`, into this run (its folder and its
+        record) unless it is complete here already; returns whether this run now holds it complete.
+        The caller vouches that the stage's work would be the same here: the no-gap base agent of two
+        planted-gap runs of one config, for instance."""
+        if self.is_complete(stage):
+            return True
+        try:
+            record = json.loads((Path(donor) / "run.json").read_text(encoding="utf-8"))["stages"][stage]
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+        if not isinstance(record, dict) or record.get("status") != "complete" or not (Path(donor) / stage).is_dir():
+            return False
+        shutil.rmtree(self.root / stage, ignore_errors=True)
+        shutil.copytree(Path(donor) / stage, self.root / stage)
+        self.manifest["stages"][stage] = record
+        self._save()
+        if self.is_complete(stage):
+            return True
+        del self.manifest["stages"][stage]  # the donor's files no longer match its record
+        self._save()
+        return False
+
     def record(self, key: str, value: Any) -> None:
         """Keep a setting resolved while running (e.g. each adapter's fitted turn budget) under
         run.json's `resolved`."""

@@ -27,7 +27,7 @@ from tracegym.moe_router.folder import (
 )
 from tracegym.moe_router.lora_weights import read_adapter
 from tracegym.moe_router.mixture import Compute, attach_mixture
-from tracegym.moe_router.router_data import LabelledDialogue, router_data
+from tracegym.moe_router.router_data import DomainText, LabelledDialogue, router_data
 from tracegym.moe_router.router_training import train_router
 from tracegym.moe_router.task_router import TaskRouter
 from tracegym.synth_envs.registry import get_family
@@ -61,8 +61,10 @@ def build_router(
     model_name: str | None = None,
     compute: Compute = "auto",
     overwrite: bool = False,
+    domain: DomainText | None = None,
 ) -> tuple[RouterManifest, dict[str, Any]]:
-    """Train a router over the adapters in `adapter_dirs` and write the routed folder `out`."""
+    """Train a router over the adapters in `adapter_dirs` and write the routed folder `out`; with
+    `domain`, the agent's own domain is in the base text (`router_data`)."""
     from tracegym.adapters.train import load_base
 
     if out.exists() and any(out.iterdir()) and not overwrite:
@@ -96,6 +98,7 @@ def build_router(
         config.heldout_dialogues,
         config.max_tokens,
         assistant_only=config.labels == "assistant",
+        domain=domain,
     )
     metrics = {"token_router": train_router(model, router, data, config)}
     entries = [
@@ -115,7 +118,11 @@ def build_router(
         "compute": compute,
         "layers": len(router.states),
         "hidden_size": router.gate_weight.shape[-1],
-        "training": {"config": config_dict(config), "adapters": [str(p) for p in adapter_dirs]},
+        "training": {
+            "config": config_dict(config),
+            "adapters": [str(p) for p in adapter_dirs],
+            "domain": data.domain,
+        },
     }
     task_router = task_router_for(model, tokenizer, router, RouterManifest(adapters=entries, **fields))
     tasks = list({(d.family, d.seed): d for d in data.heldout}.values())

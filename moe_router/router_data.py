@@ -21,6 +21,11 @@ adapter there is no base text and the gates never pick the base. A family whose 
 be played here (code_repair where no code sandbox can be set up) is left out of the base text,
 with a warning: the router is then trained without it, not refused.
 
+The agent's own domain (`DomainText`, the loop's target environment): its oracle dialogues are
+labelled base too, in training and held out, about as many as one adapter gets. Without them the
+gates have never seen the agent's own conversations and may send them to an adapter trained on a
+synthetic family, whose prompt format and behaviour replace the agent's there.
+
 Seeds: training dialogues come from the start of each spec's `train_seeds`, held-out ones from
 the start of its `eval_seeds`; base families use their default knobs and the EnvSpec defaults.
 """
@@ -37,7 +42,7 @@ from tracegym.adapters.sft import dialogue_tokens
 from tracegym.moe_router.mixture import BASE_SLOT
 from tracegym.schema import EnvSpec
 from tracegym.synth_envs import sandbox
-from tracegym.synth_envs.base import play
+from tracegym.synth_envs.base import Environment, play
 from tracegym.synth_envs.registry import families, get_family, make_env
 
 logger = logging.getLogger(__name__)
@@ -58,12 +63,25 @@ class LabelledDialogue:
 
 @dataclass(frozen=True)
 class RouterData:
-    """Training and held-out dialogues; `heldout_family` is None when every family has an adapter."""
+    """Training and held-out dialogues; `heldout_family` is None when every family has an adapter;
+    `domain` names the agent's own domain when its dialogues are in the base text."""
 
     train: list[LabelledDialogue]
     heldout: list[LabelledDialogue]
     base_families: list[str]
     heldout_family: str | None
+    domain: str | None = None
+
+
+@dataclass(frozen=True)
+class DomainText:
+    """The agent's own domain, left to the base: `env` (any environment with an oracle, e.g. the
+    loop's target) and the seeds of its training and held-out dialogues."""
+
+    name: str
+    env: Environment
+    train_seeds: Sequence[int]
+    heldout_seeds: Sequence[int]
 
 
 def oracle_dialogues(
@@ -74,9 +92,22 @@ def oracle_dialogues(
     max_tokens: int,
     assistant_only: bool = False,
 ) -> list[LabelledDialogue]:
-    """Oracle dialogues of `spec`'s environment on `seeds`, cut at `max_tokens` tokens: every token
-    labelled `slot`, or with `assistant_only` the assistant turns `slot` and the rest base."""
+    """Oracle dialogues of `spec`'s environment on `seeds` (see `env_dialogues`)."""
     env = make_env(spec.family, **spec.knobs)
+    return env_dialogues(tokenizer, env, spec.family, slot, seeds, max_tokens, assistant_only)
+
+
+def env_dialogues(
+    tokenizer: PreTrainedTokenizerBase,
+    env: Environment,
+    family: str,
+    slot: int,
+    seeds: Sequence[int],
+    max_tokens: int,
+    assistant_only: bool = False,
+) -> list[LabelledDialogue]:
+    """Oracle dialogues of `env` (named `family`) on `seeds`, cut at `max_tokens` tokens: every token
+    labelled `slot`, or with `assistant_only` the assistant turns `slot` and the rest base."""
     dialogues = []
     for seed in seeds:
         messages, _ = play(env, seed, env.oracle(seed))
@@ -84,7 +115,7 @@ def oracle_dialogues(
         labels = [slot if assistant or not assistant_only else BASE_SLOT for assistant in tokens["assistant_masks"]]
         task = messages[1].content
         dialogues.append(
-            LabelledDialogue(spec.family, seed, slot, task, tokens["input_ids"][:max_tokens], labels[:max_tokens])
+            LabelledDialogue(family, seed, slot, task, tokens["input_ids"][:max_tokens], labels[:max_tokens])
         )
     return dialogues
 
@@ -96,8 +127,10 @@ def router_data(
     heldout_dialogues: int,
     max_tokens: int,
     assistant_only: bool = False,
+    domain: DomainText | None = None,
 ) -> RouterData:
-    """Labelled dialogues for adapters with environment `specs` (spec i is slot i + 1)."""
+    """Labelled dialogues for adapters with environment `specs` (spec i is slot i + 1), with
+    `domain`'s dialogues in the base text when given."""
     train, heldout = [], []
     for slot, spec in enumerate(specs, start=1):
         train += oracle_dialogues(
@@ -120,7 +153,10 @@ def router_data(
     if held_family:
         spec = EnvSpec(capability=held_family, family=held_family)
         heldout += oracle_dialogues(tokenizer, spec, BASE_SLOT, _first(spec.eval_seeds, heldout_dialogues), max_tokens)
-    return RouterData(train, heldout, uncovered, held_family)
+    if domain:
+        for seeds, split in ((domain.train_seeds, train), (domain.heldout_seeds, heldout)):
+            split += env_dialogues(tokenizer, domain.env, domain.name, BASE_SLOT, seeds, max_tokens)
+    return RouterData(train, heldout, uncovered, held_family, domain.name if domain else None)
 
 
 def _playable(family: str) -> bool:

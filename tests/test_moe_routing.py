@@ -225,6 +225,32 @@ def test_router_data_labels_whole_dialogues_or_assistant_turns():
     assert {d.slot for d in data.heldout if d.family == data.heldout_family} == {0}
 
 
+def test_the_agents_own_domain_is_base_text_in_training_and_held_out():
+    from tracegym.eval.config import RunConfig
+    from tracegym.eval.pipeline import target_domain
+    from tracegym.eval.target import TargetConfig
+    from tracegym.moe_router.router_data import router_data
+    from tracegym.schema import EnvSpec
+
+    _, tokenizer = tiny_model()
+    config = RunConfig(target=TargetConfig(train_tasks=3))
+    domain = target_domain(config)
+    # the first router.train_dialogues train tasks to train on, the held-out ones after them, within the split
+    assert list(domain.train_seeds) == [0, 1, 2] and list(domain.heldout_seeds) == []
+    domain = target_domain(RunConfig())
+    trained, held = config.router.train_dialogues, config.router.heldout_dialogues
+    assert list(domain.train_seeds) == list(range(trained))
+    assert list(domain.heldout_seeds) == list(range(trained, trained + held))
+    spec = EnvSpec(capability=FAMILIES[0], family=FAMILIES[0])
+    data = router_data(tokenizer, [spec], 2, 1, 128, domain=domain)
+    assert data.domain == "hotel_desk"
+    for split, seeds in ((data.train, domain.train_seeds), (data.heldout, domain.heldout_seeds)):
+        own = [d for d in split if d.family == "hotel_desk"]
+        assert [d.seed for d in own] == list(seeds) and {label for d in own for label in d.labels} == {0}
+        assert [d.task for d in own] == [domain.env.reset(seed) for seed in seeds]
+    assert router_data(tokenizer, [spec], 2, 1, 128).domain is None
+
+
 def test_router_base_text_leaves_out_a_family_that_needs_a_sandbox_this_machine_lacks(monkeypatch, caplog):
     from tracegym.moe_router.router_data import router_data
     from tracegym.schema import EnvSpec

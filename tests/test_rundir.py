@@ -140,3 +140,19 @@ def test_a_manifest_without_a_readable_config_says_so_plainly(tmp_path, stored):
         RunDirectory(tmp_path, {"model": "m", "grpo": {"steps": 4}})
     assert "grpo" not in str(raised.value), "not a dump of the current config"
     assert config_differences(stored, {"model": "m"}) == ["the stored config is missing or unreadable"]
+
+
+def test_a_stage_complete_in_another_run_is_adopted_with_its_files_and_checked(tmp_path):
+    donor = RunDirectory(tmp_path / "donor", {"model": "m"})
+    donor.run_stage("base_agent_nogap", _writer([], text="agent"))
+    donor.start_stage("eval/base_nogap")  # interrupted there
+    run = RunDirectory(tmp_path / "run", {"model": "m"})
+    assert run.adopt_stage(tmp_path / "donor", "base_agent_nogap")
+    assert (tmp_path / "run" / "base_agent_nogap" / "out.txt").read_text() == "agent"
+    assert not RunDirectory(tmp_path / "run", {"model": "m"}).run_stage("base_agent_nogap", _writer([]))
+    assert not run.adopt_stage(tmp_path / "donor", "eval/base_nogap"), "an unfinished stage is not adopted"
+    assert not run.adopt_stage(tmp_path / "nowhere", "analysis"), "no such run"
+    (tmp_path / "donor" / "base_agent_nogap" / "out.txt").write_text("tampered")
+    other = RunDirectory(tmp_path / "other", {"model": "m"})
+    assert not other.adopt_stage(tmp_path / "donor", "base_agent_nogap"), "files that differ from the record"
+    assert "base_agent_nogap" not in json.loads((tmp_path / "other" / "run.json").read_text())["stages"]
