@@ -10,7 +10,10 @@ hub id, the same folder, or a folder of the same name).
 
 Loading at run time (`load(..., from_client=True)`) is off unless the server has roots: the folder,
 after resolving symlinks and the current directory, and each file read from it must lie under one
-of them, and a path with a `..` part is refused outright.
+of them, and a path with a `..` part is refused outright. Each file is checked through the handle
+it is then read from (its path as the kernel opened it, `/proc/self/fd`), so swapping a file for a
+symlink after the check reads nothing from outside the roots; a file that is not a regular file
+(a pipe, a device) is refused unread.
 
 Loading a name that is loaded replaces its adapter in the same slot; requests started before keep
 the old weights to their end, requests that start after use the new ones. A refusal leaves the
@@ -25,6 +28,7 @@ import contextlib
 import json
 import os
 import re
+import stat
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -120,7 +124,7 @@ class LoraRegistry:
         self._check_name(name)
         with self._lock:
             folder = self._folder(path, from_client)
-            weights = self._read(folder, name)
+            weights = self._read(folder, name, self._files(folder, path, from_client))
             slot = self._slot_for(name)
             with self.exclusive():
                 self.slots.write(slot, weights)
@@ -187,9 +191,37 @@ class LoraRegistry:
     def _under_roots(self, real: Path) -> bool:
         return any(real == root or real.is_relative_to(root) for root in self.roots)
 
-    def _read(self, folder: Path, name: str) -> AdapterWeights:
-        """The folder's LoRA, checked against the served model (400 with every reason if it does not fit)."""
-        if not (folder / WEIGHTS_FILE).is_file():
+    def _files(self, folder: Path, path: str, from_client: bool) -> dict[str, bytes]:
+        """The contents of the folder's adapter files that exist, by name; for a client, each read
+        through a handle checked to be a regular file under the roots (403 if outside, 400 if not
+        a regular file)."""
+        files = {}
+        for name in (CONFIG_FILE, WEIGHTS_FILE, ARTIFACT_FILE):
+            try:
+                handle = os.open(folder / name, os.O_RDONLY | os.O_NONBLOCK)
+            except FileNotFoundError:
+                continue
+            except OSError as error:
+                raise RequestError(
+                    400, f"{folder / name}: cannot open: {error.strerror}", "invalid_lora_adapter"
+                ) from None
+            with os.fdopen(handle, "rb") as file:
+                if from_client and not self._under_roots(_opened_path(handle, folder / name)):
+                    raise RequestError(
+                        403,
+                        f"lora_path '{path}' leads outside the folders this server may load adapters from "
+                        "(--lora-root), following symlinks",
+                        "lora_path_forbidden",
+                    )
+                if not stat.S_ISREG(os.fstat(handle).st_mode):
+                    raise RequestError(400, f"{folder / name}: not a regular file", "invalid_lora_adapter")
+                files[name] = file.read()
+        return files
+
+    def _read(self, folder: Path, name: str, files: dict[str, bytes]) -> AdapterWeights:
+        """The folder's LoRA from its `files`, checked against the served model (400 with every
+        reason if it does not fit)."""
+        if WEIGHTS_FILE not in files:
             if (folder / PICKLED_WEIGHTS).exists():
                 raise RequestError(
                     400,
@@ -199,8 +231,8 @@ class LoraRegistry:
                 )
             raise RequestError(400, f"{folder}: no {WEIGHTS_FILE}: not a PEFT LoRA folder", "invalid_lora_adapter")
         try:
-            weights = read_adapter(folder, name)
-            claims = _base_claims(folder)
+            weights = read_adapter(folder, name, files)
+            claims = _base_claims(folder, files)
         except UserError as error:
             raise RequestError(400, str(error), "invalid_lora_adapter") from None
         wrong = [claim for claim in claims if not self.identity.accepts(claim)]
@@ -239,16 +271,26 @@ def _root(root: str | Path) -> Path:
     return real
 
 
-def _base_claims(folder: Path) -> list[str]:
-    """The base models the folder says its adapter was trained on (artifact.json, adapter_config.json)."""
+def _opened_path(handle: int, path: Path) -> Path:
+    """The real path of the file open as `handle`, from the kernel (`/proc/self/fd`) where it tells;
+    elsewhere `path` resolved, which a swap between the check and the read could change."""
+    try:
+        return Path(os.readlink(f"/proc/self/fd/{handle}"))
+    except OSError:
+        return Path(os.path.realpath(path))
+
+
+def _base_claims(folder: Path, files: dict[str, bytes]) -> list[str]:
+    """The base models the folder's `files` say its adapter was trained on (artifact.json,
+    adapter_config.json)."""
     claims = []
     for file, key in ((ARTIFACT_FILE, "base_model"), (CONFIG_FILE, "base_model_name_or_path")):
-        path = folder / file
-        if not path.is_file():
+        if file not in files:
             continue
+        path = folder / file
         try:
-            value = json.loads(path.read_text(encoding="utf-8")).get(key)
-        except (OSError, ValueError, AttributeError) as error:
+            value = json.loads(files[file]).get(key)
+        except (ValueError, AttributeError) as error:
             raise UserError(f"{path}: cannot read: {error}") from None
         if isinstance(value, str) and value:
             claims.append(value)

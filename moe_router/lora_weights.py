@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file
+from safetensors.torch import load, load_file
 
 from tracegym.errors import UserError
 
@@ -62,13 +63,16 @@ class AdapterWeights:
     modules: dict[str, LoraPair]
 
 
-def read_adapter_config(folder: Path) -> dict[str, Any]:
-    """The adapter's `adapter_config.json`, checked for settings the mixture cannot reproduce."""
+def read_adapter_config(folder: Path, content: bytes | None = None) -> dict[str, Any]:
+    """The adapter's `adapter_config.json` (its `content` when the caller read it already), checked
+    for settings the mixture cannot reproduce."""
     path = folder / CONFIG_FILE
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = json.loads(path.read_bytes() if content is None else content)
     except OSError as error:
         raise UserError(f"{path}: cannot read adapter config: {error.strerror or error}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not UTF-8 text") from None
     except json.JSONDecodeError as error:
         raise UserError(f"{path}: not valid JSON: {error.msg} (line {error.lineno})") from None
     if not isinstance(config, dict):
@@ -84,13 +88,24 @@ def read_adapter_config(folder: Path) -> dict[str, Any]:
     return config
 
 
-def read_adapter(folder: str | Path, name: str | None = None) -> AdapterWeights:
-    """Load the LoRA matrices of the PEFT folder `folder` (named `name`, default the folder name)."""
+def read_adapter(
+    folder: str | Path, name: str | None = None, files: Mapping[str, bytes] | None = None
+) -> AdapterWeights:
+    """Load the LoRA matrices of the PEFT folder `folder` (named `name`, default the folder name).
+    `files`: its files' contents by file name, when the caller read them itself (a server reading
+    them through checked handles); a file missing from them is missing from the folder."""
     folder = Path(folder)
-    config = read_adapter_config(folder)
+    if files is not None and CONFIG_FILE not in files:
+        raise UserError(f"{folder / CONFIG_FILE}: cannot read adapter config: No such file or directory")
+    config = read_adapter_config(folder, None if files is None else files[CONFIG_FILE])
     path = folder / WEIGHTS_FILE
     try:
-        tensors = load_file(str(path))
+        if files is None:
+            tensors = load_file(str(path))
+        elif WEIGHTS_FILE in files:
+            tensors = load(files[WEIGHTS_FILE])
+        else:
+            raise FileNotFoundError(f"No such file or directory: {path}")
     except (OSError, SafetensorError) as error:
         raise UserError(f"{path}: cannot read adapter weights: {error}") from None
     parts: dict[str, dict[str, torch.Tensor]] = {}

@@ -69,6 +69,10 @@ def folders(tmp_path_factory) -> dict[str, Path]:
     file_link.mkdir()
     shutil.copyfile(found["good"] / "adapter_config.json", file_link / "adapter_config.json")
     (file_link / "adapter_model.safetensors").symlink_to(found["away"] / "adapter_model.safetensors")
+    fifo = root / "fifo"
+    fifo.mkdir()
+    shutil.copyfile(found["good"] / "adapter_config.json", fifo / "adapter_config.json")
+    os.mkfifo(fifo / "adapter_model.safetensors")  # reading it would wait for a writer forever
     return found
 
 
@@ -190,6 +194,7 @@ def test_reloading_a_name_replaces_its_adapter_and_unloading_removes_it(server, 
         ("a", "{root}/link_out", 403, "leads outside the folders"),
         ("a", "{root}/file_link", 403, "leads outside the folders"),
         ("a", "{root}/pickled", 400, "only pickled weights (adapter_model.bin)"),
+        ("a", "{root}/fifo", 400, "adapter_model.safetensors: not a regular file"),
         ("a", "{root}/wrong_base", 400, "trained on base model 'smollm2-135m', but this server serves 'tiny'"),
         ("a", "{root}/hub_base", 400, "trained on base model 'HuggingFaceTB/SmolLM2-360M-Instruct'"),
         ("a", "{root}/wide", 400, "has LoRA rank 8, above this server's maximum 4"),
@@ -207,6 +212,7 @@ def test_reloading_a_name_replaces_its_adapter_and_unloading_removes_it(server, 
         "symlink folder",
         "symlink file",
         "pickled",
+        "pipe",
         "artifact base",
         "config base",
         "rank",
@@ -227,6 +233,18 @@ def test_refused_loads_say_why_and_the_server_keeps_serving(server, client, fold
     assert not folders["marker"].exists()  # the pickle was never loaded
     assert [model.id for model in client.models.list()] == ["base", "start"]
     assert _ids(_greedy(client, "start")) == before
+
+
+@pytest.mark.parametrize("folder", ["file_link", "link_out"])
+def test_a_symlink_swapped_in_after_the_folder_check_reads_nothing_from_outside(server, folders, monkeypatch, folder):
+    """The files are checked through the handles they are read from: a symlink that appears after the
+    folder's check (simulated by skipping that check) is still refused."""
+    from tracegym.moe_router.lora_registry import LoraRegistry
+
+    monkeypatch.setattr(LoraRegistry, "_folder", lambda self, path, from_client: Path(path))
+    response = _load(server.url, "swapped", folders["root"] / folder)
+    assert response.status_code == 403 and "leads outside the folders" in response.json()["error"]["message"]
+    assert "swapped" not in [model["id"] for model in httpx.get(f"{server.url}/v1/models").json()["data"]]
 
 
 def test_bad_unload_and_load_requests(server, client):
