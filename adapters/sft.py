@@ -22,13 +22,13 @@ import logging
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from accelerate import PartialState
-from datasets import Dataset
+from datasets import Dataset, concatenate_datasets
 from peft import PeftModel
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers.trainer_utils import get_last_checkpoint
@@ -91,6 +91,16 @@ class _PromptDetachedTrainer(SFTTrainer):
         return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
 
 
+@dataclass(frozen=True)
+class Rehearsal:
+    """Dialogues an adapter's warm start also trains on, so that it keeps what the policy already
+    does elsewhere: the demonstrations of `seeds` in environments from `env_factories` (as in
+    `oracle_dataset`, played whatever they earn; the loop's base agent's own, its gap included)."""
+
+    env_factories: Sequence[Callable[[], Environment]]
+    seeds: Sequence[int]
+
+
 def oracle_dataset(
     env_factories: Sequence[Callable[[], Environment]],
     seeds: Sequence[int],
@@ -119,9 +129,11 @@ def warm_start(
     config: WarmStartConfig,
     out_dir: str | Path,
     require_success: bool = True,
+    rehearsal: Rehearsal | None = None,
 ) -> tuple[PeftModel, dict[str, Any]]:
     """Train a LoRA on oracle dialogues of `seeds` (spread over `env_factories` and checked as in
-    `oracle_dataset`); saves the adapter to `out_dir` and returns the PEFT model and metrics
+    `oracle_dataset`), and on `rehearsal`'s dialogues when given (shuffled in with them); saves the
+    adapter to `out_dir` and returns the PEFT model and metrics
     (first/final loss, seconds per step, dialogues, mean tokens, tokens trained on over all
     processes, the step it resumed from). With
     `config.save_every`, a checkpoint in `out_dir/checkpoints` every that many steps, from which a
@@ -136,6 +148,9 @@ def warm_start(
             f"of {processes}"
         )
     dataset = oracle_dataset(env_factories, list(seeds)[: config.dialogues], tokenizer, require_success)
+    if rehearsal is not None:
+        rehearsed = oracle_dataset(rehearsal.env_factories, rehearsal.seeds, tokenizer, require_success=False)
+        dataset = concatenate_datasets([dataset, rehearsed])
     scratch = tempfile.TemporaryDirectory(prefix="tracegym-sft-")
     checkpoints = out_dir / CHECKPOINTS if config.save_every else Path(scratch.name)
     last = get_last_checkpoint(str(checkpoints)) if config.save_every and checkpoints.is_dir() else None
@@ -182,6 +197,7 @@ def warm_start(
     metrics = {
         "config": asdict(config),
         "dialogues": len(dataset),
+        "rehearsed_dialogues": len(rehearsal.seeds) if rehearsal else 0,
         "mean_tokens": sum(len(ids) for ids in dataset["input_ids"]) / max(len(dataset), 1),
         "first_loss": losses[0] if losses else None,
         "final_loss": losses[-1] if losses else None,

@@ -30,7 +30,7 @@ from tracegym.adapters.config import TrainConfig
 from tracegym.adapters.grpo import CHECKPOINT_DIR, TurnGRPOTrainer, process_state, read_log
 from tracegym.adapters.heldout import METRICS, HeldoutScores, compare, score_heldout
 from tracegym.adapters.lora import add_reference, attach_lora
-from tracegym.adapters.sft import warm_start
+from tracegym.adapters.sft import Rehearsal, warm_start
 from tracegym.config import TINY_MODEL, RolloutConfig, config_dict
 from tracegym.generation import HFBackend
 from tracegym.models import check_model, load_model, tiny_model
@@ -126,13 +126,16 @@ def train_adapter(
     resume: bool = False,
     env_factory: Callable[[], Environment] | None = None,
     progress: bool = True,
+    rehearsal: Rehearsal | None = None,
 ) -> AdapterArtifact:
     """Train one LoRA adapter for `env_spec` into `out_dir`; returns its AdapterArtifact.
 
     resume: continue from `out_dir`'s checkpoint (without it, an existing checkpoint is an error
     rather than silently overwritten). env_factory: an environment outside the registry (tests);
-    it cannot be calibrated. With calibration enabled, the family's knobs are searched against
-    the warm-started policy before GRPO and the adapter's artifact records the calibrated spec.
+    it cannot be calibrated. rehearsal: dialogues the warm start trains on besides the family's
+    (`sft.Rehearsal`; the loop's base agent's own demonstrations). With calibration enabled, the
+    family's knobs are searched against the warm-started policy before GRPO and the adapter's
+    artifact records the calibrated spec.
     With `config.grpo.served.url`, GRPO's rollouts come from that server (checked first: UserError
     for a missing adapter folder or a server that does not answer); evaluation stays in process.
     """
@@ -157,7 +160,9 @@ def train_adapter(
             hi = env_spec.train_seeds[1]
             factories = ladder_factories(env_spec) if calibrating else [factory]
             seeds = range(hi - config.warm_start.dialogues, hi)
-            peft_model, warm_metrics = warm_start(model, tokenizer, factories, seeds, config.warm_start, adapter_dir)
+            peft_model, warm_metrics = warm_start(
+                model, tokenizer, factories, seeds, config.warm_start, adapter_dir, rehearsal=rehearsal
+            )
             if state.is_main_process:
                 (adapter_dir / "warm_start.json").write_text(json.dumps(warm_metrics, indent=2))
             state.wait_for_everyone()

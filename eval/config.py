@@ -69,11 +69,17 @@ class LoopConfig:
         "held-out arms played at once, each in a process of its own with an equal share of the cores; 1: one "
         "after another in this process",
     )
+    rehearsal_dialogues: int = option(
+        0,
+        "the base agent's own first train-split demonstrations each adapter's warm start also trains on, so the "
+        "adapter keeps the agent's behaviour on the target (0: none)",
+    )
 
     def __post_init__(self) -> None:
-        if self.train_trials < 1 or self.eval_workers < 1:
+        if self.train_trials < 1 or self.eval_workers < 1 or self.rehearsal_dialogues < 0:
             raise ValueError(
-                f"train_trials and eval_workers must be at least 1, got {self.train_trials}, {self.eval_workers}"
+                f"train_trials and eval_workers must be at least 1 and rehearsal_dialogues at least 0, got "
+                f"{self.train_trials}, {self.eval_workers} and {self.rehearsal_dialogues}"
             )
         trainable = sorted(name for name, row in CAPABILITY_TABLE.items() if row.family)
         untrainable = [name for name in self.fallback_capabilities if name not in trainable]

@@ -34,6 +34,7 @@ from pathlib import Path
 from tracegym.adapters.artifacts import CURVE_FILE
 from tracegym.adapters.checkpoint import find_checkpoint
 from tracegym.adapters.grpo import CHECKPOINT_DIR
+from tracegym.adapters.sft import Rehearsal
 from tracegym.adapters.train import load_base, train_adapter
 from tracegym.analysis.catalogue import CATALOGUE
 from tracegym.analysis.diagnose import diagnose
@@ -41,6 +42,7 @@ from tracegym.analysis.ingest import ingest_paths
 from tracegym.analysis.ingest.outputs import format_table
 from tracegym.analysis.report import selection_table, write_outputs
 from tracegym.config import config_dict
+from tracegym.errors import UserError
 from tracegym.eval.arms import Arm, adapter_arm, evaluate_arm, heldout_seeds, split_summary
 from tracegym.eval.base_agent import MODEL_DIR, make_base_agent
 from tracegym.eval.config import STOP_POINTS, RunConfig
@@ -51,6 +53,7 @@ from tracegym.eval.run_log import announce, library_output_to, printed_to_log
 from tracegym.eval.rundir import RunDirectory
 from tracegym.eval.stage_pool import run_stages
 from tracegym.eval.target import TargetEnvironment, make_target, write_runs
+from tracegym.eval.target.planted import GappedTarget
 from tracegym.generation import SamplingConfig
 from tracegym.models import check_model
 from tracegym.moe_router.route import build_router
@@ -89,10 +92,11 @@ def run_pipeline(out_dir: str | Path, config: RunConfig, stop_after: str | None 
         stage("envs", lambda folder: _synth(folder, run.root, config))
         specs = list(read_jsonl(run.root / "envs" / "env_specs.jsonl", EnvSpec))
         train_config = replace(config, model=policy)
+        rehearsal = None if config.inputs else base_agent_rehearsal(config)
         artifacts = []
         for spec in specs[: config.max_adapters]:
             name = f"adapters/{spec.capability}"
-            stage(name, lambda folder, spec=spec: _train(folder, run.root, spec, train_config))
+            stage(name, lambda folder, spec=spec: _train(folder, run.root, spec, train_config, rehearsal=rehearsal))
             artifacts.append(AdapterArtifact.model_validate_json((run.root / name / "artifact.json").read_text()))
         run.record(
             "turn_budget_tokens",
@@ -226,17 +230,30 @@ def _synth(folder: Path, root: Path, config: RunConfig) -> list[Path]:
     return [folder / "env_specs.jsonl", folder / "matches.json"]
 
 
+def base_agent_rehearsal(config: RunConfig) -> Rehearsal | None:
+    """The base agent's own first `loop.rehearsal_dialogues` demonstrations (its planted gap
+    included), for each adapter's warm start; None when there are none to rehearse."""
+    count = config.loop.rehearsal_dialogues
+    if not count:
+        return None
+    if count > config.target.train_tasks:
+        raise UserError(
+            f"loop.rehearsal_dialogues {count} is more than the train split's {config.target.train_tasks} tasks"
+        )
+    return Rehearsal([functools.partial(GappedTarget, config.target, config.base_agent.gap)], range(count))
+
+
 def _train(
     folder: Path,
     root: Path,
     spec: EnvSpec,
     config: RunConfig,
     env_factory: Callable[[], TargetEnvironment] | None = None,
+    rehearsal: Rehearsal | None = None,
 ) -> list[Path]:
     with printed_to_log(root):  # the warm start's SFT trainer prints its loss dicts
-        train_adapter(
-            spec, folder, config, resume=find_checkpoint(folder / CHECKPOINT_DIR) is not None, env_factory=env_factory
-        )
+        resume = find_checkpoint(folder / CHECKPOINT_DIR) is not None
+        train_adapter(spec, folder, config, resume=resume, env_factory=env_factory, rehearsal=rehearsal)
     return [folder / "artifact.json", folder / "adapter_model.safetensors"]
 
 

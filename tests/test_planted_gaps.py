@@ -233,6 +233,32 @@ def test_the_base_agent_records_its_planted_gap(tmp_path: Path) -> None:
     assert made["warm_start"]["gap_seeds"] == [5, 6]  # policy_exception and billing_dispute
 
 
+def test_an_adapters_warm_start_rehearses_the_base_agents_own_demonstrations(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from tracegym.adapters.config import WarmStartConfig
+    from tracegym.adapters.sft import warm_start
+    from tracegym.eval.config import LoopConfig, RunConfig
+    from tracegym.eval.pipeline import base_agent_rehearsal
+    from tracegym.models import tiny_model
+    from tracegym.synth_envs.registry import make_env
+
+    target = TargetConfig(train_tasks=7, max_turns=16, turn_slack=2, prompt="compact")
+    config = RunConfig(target=target, base_agent=BaseAgentConfig(gap="policy_compliance"))
+    assert base_agent_rehearsal(config) is None, "none by default"
+    rehearsal = base_agent_rehearsal(replace(config, loop=LoopConfig(rehearsal_dialogues=7)))
+    env = rehearsal.env_factories[0]()
+    assert list(rehearsal.seeds) == list(range(7)) and env.gap == "policy_compliance"
+    assert env.oracle(5) != TargetEnvironment(target).oracle(5), "the base agent's own demonstration, gap and all"
+    with pytest.raises(UserError, match="rehearsal_dialogues 8 is more than the train split's 7 tasks"):
+        base_agent_rehearsal(replace(config, loop=LoopConfig(rehearsal_dialogues=8)))
+    model, tokenizer = tiny_model()
+    settings = WarmStartConfig(dialogues=2, steps=1, batch_size=1, max_length=3072)
+    family = [lambda: make_env("error_recovery")]
+    _, metrics = warm_start(model, tokenizer, family, range(2), settings, tmp_path, rehearsal=rehearsal)
+    assert metrics["dialogues"] == 2 + 7 and metrics["rehearsed_dialogues"] == 7
+
+
 # -- the scripted gapped agent ------------------------------------------------------------------
 
 
