@@ -151,6 +151,15 @@ def warm_start(
     if rehearsal is not None:
         rehearsed = oracle_dataset(rehearsal.env_factories, rehearsal.seeds, tokenizer, require_success=False)
         dataset = concatenate_datasets([dataset, rehearsed])
+    untrained = sum(1 not in mask[: config.max_length] for mask in dataset["assistant_masks"])
+    if untrained:  # the SFT trainer drops them: their assistant turns all lie past the cut
+        logger.warning(
+            "warm start: %d of %d dialogues have no assistant token within max_length %d and are not trained on; "
+            "raise max_length to train on them",
+            untrained,
+            len(dataset),
+            config.max_length,
+        )
     scratch = tempfile.TemporaryDirectory(prefix="tracegym-sft-")
     checkpoints = out_dir / CHECKPOINTS if config.save_every else Path(scratch.name)
     last = get_last_checkpoint(str(checkpoints)) if config.save_every and checkpoints.is_dir() else None
@@ -198,6 +207,7 @@ def warm_start(
         "config": asdict(config),
         "dialogues": len(dataset),
         "rehearsed_dialogues": len(rehearsal.seeds) if rehearsal else 0,
+        "untrained_dialogues": untrained,
         "mean_tokens": sum(len(ids) for ids in dataset["input_ids"]) / max(len(dataset), 1),
         "first_loss": losses[0] if losses else None,
         "final_loss": losses[-1] if losses else None,

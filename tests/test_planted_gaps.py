@@ -255,8 +255,28 @@ def test_an_adapters_warm_start_rehearses_the_base_agents_own_demonstrations(tmp
     model, tokenizer = tiny_model()
     settings = WarmStartConfig(dialogues=2, steps=1, batch_size=1, max_length=3072)
     family = [lambda: make_env("error_recovery")]
+    _, metrics = warm_start(model, tokenizer, family, range(2), settings, tmp_path / "long", rehearsal=rehearsal)
+    assert metrics["dialogues"] == 2 + 7 and metrics["rehearsed_dialogues"] == 7 and metrics["untrained_dialogues"] == 0
+
+
+def test_a_warm_start_says_which_dialogues_its_max_length_leaves_untrained(tmp_path: Path, caplog) -> None:
+    from dataclasses import replace
+
+    from tracegym.adapters.config import WarmStartConfig
+    from tracegym.adapters.sft import warm_start
+    from tracegym.eval.config import LoopConfig, RunConfig
+    from tracegym.eval.pipeline import base_agent_rehearsal
+    from tracegym.models import tiny_model
+    from tracegym.synth_envs.registry import make_env
+
+    target = TargetConfig(train_tasks=7, max_turns=16, turn_slack=2, prompt="compact")
+    rehearsal = base_agent_rehearsal(replace(RunConfig(target=target), loop=LoopConfig(rehearsal_dialogues=2)))
+    model, tokenizer = tiny_model()
+    settings = WarmStartConfig(dialogues=2, steps=1, batch_size=1, max_length=1024)  # the hotel desk's prompt is longer
+    family = [lambda: make_env("error_recovery")]
     _, metrics = warm_start(model, tokenizer, family, range(2), settings, tmp_path, rehearsal=rehearsal)
-    assert metrics["dialogues"] == 2 + 7 and metrics["rehearsed_dialogues"] == 7
+    assert metrics["untrained_dialogues"] == 2
+    assert "2 of 4 dialogues have no assistant token within max_length 1024" in caplog.text
 
 
 # -- the scripted gapped agent ------------------------------------------------------------------
