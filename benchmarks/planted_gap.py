@@ -143,7 +143,7 @@ def main() -> int:
         others = [args.out / other for other in GAP_CAPABILITIES if other != gap]
         seconds = run_gap(gap, args.config, args.out / gap, args.stop_after, others)
         figures = gap_figures(args.out / gap, gap)
-        result["gaps"][gap] = {**figures, "commit": commit(), "config": str(args.config.relative_to(REPO))}
+        result["gaps"][gap] = {**figures, "commit": commit(), "config": str(args.config.resolve().relative_to(REPO))}
         result["gaps"][gap]["last_call_seconds"] = round(seconds, 1)
         args.result.write_text(json.dumps(result, indent=1))
         print("\n".join(format_gap(figures)[: 1 if args.stop_after else None]), flush=True)
