@@ -34,11 +34,15 @@ StageWork = tuple[Callable[..., Iterable[Path]], tuple[Any, ...]]
 _worker_context = contextlib.ExitStack()  # a worker's library-output redirection, held until it exits
 
 
-def _start_worker(run_root: Path, threads: int) -> None:
+def _start_worker(run_root: Path, threads: int, parent: int) -> None:
+    """A worker's setup: it dies with the run (process `parent`), uses `threads` torch threads and
+    sends library output to the run's log."""
     import torch
 
     with contextlib.suppress(OSError, AttributeError):  # Linux: the worker dies with the run (PR_SET_PDEATHSIG),
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # so a killed run leaves no stage being written
+    if os.getppid() != parent:  # the run was killed while this worker started, before the signal was asked for
+        os._exit(1)
     torch.set_num_threads(threads)
     _worker_context.enter_context(library_output_to(run_root))
 
@@ -63,7 +67,7 @@ def run_stages(run: RunDirectory, works: dict[str, StageWork], workers: int) -> 
     queue, running, failures = list(pending.items()), {}, []
     spawn = get_context("spawn")
     with ProcessPoolExecutor(
-        workers, mp_context=spawn, initializer=_start_worker, initargs=(run.root, threads)
+        workers, mp_context=spawn, initializer=_start_worker, initargs=(run.root, threads, os.getpid())
     ) as pool:
 
         def send_next() -> None:  # a stage is marked running when a worker is free for it

@@ -120,3 +120,16 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+@pytest.mark.parametrize("parent_alive", [True, False])
+def test_a_worker_whose_run_died_while_it_started_exits(tmp_path, parent_alive):
+    """The death signal is asked for only once the worker runs its setup; a run killed before that
+    is caught by the parent check instead."""
+    parent = "os.getppid()" if parent_alive else "os.getppid() + 1_000_000"
+    script = (
+        "import os; from pathlib import Path; from tracegym.eval.stage_pool import _start_worker; "
+        f"_start_worker(Path({str(tmp_path)!r}), 1, {parent})"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    assert done.returncode == (0 if parent_alive else 1), done.stderr
