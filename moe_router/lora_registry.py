@@ -178,12 +178,7 @@ class LoraRegistry:
             files = [folder / name for name in (CONFIG_FILE, WEIGHTS_FILE, ARTIFACT_FILE)]
             reals = [folder, *(Path(os.path.realpath(file)) for file in files if os.path.lexists(file))]
             if not all(self._under_roots(real) for real in reals):
-                raise RequestError(
-                    403,
-                    f"lora_path '{path}' leads outside the folders this server may load adapters from "
-                    "(--lora-root), following symlinks",
-                    "lora_path_forbidden",
-                )
+                raise _outside_roots(path)
         if not folder.is_dir():
             raise RequestError(400, f"lora_path '{path}': no such adapter folder", "invalid_lora_path")
         return folder
@@ -207,12 +202,7 @@ class LoraRegistry:
                 ) from None
             with os.fdopen(handle, "rb") as file:
                 if from_client and not self._under_roots(_opened_path(handle, folder / name)):
-                    raise RequestError(
-                        403,
-                        f"lora_path '{path}' leads outside the folders this server may load adapters from "
-                        "(--lora-root), following symlinks",
-                        "lora_path_forbidden",
-                    )
+                    raise _outside_roots(path)
                 if not stat.S_ISREG(os.fstat(handle).st_mode):
                     raise RequestError(400, f"{folder / name}: not a regular file", "invalid_lora_adapter")
                 files[name] = file.read()
@@ -269,6 +259,16 @@ def _root(root: str | Path) -> Path:
     if not real.is_dir():
         raise UserError(f"--lora-root {root}: no such folder")
     return real
+
+
+def _outside_roots(path: str) -> RequestError:
+    """The refusal of a client's `path` that leads outside the roots (403)."""
+    return RequestError(
+        403,
+        f"lora_path '{path}' leads outside the folders this server may load adapters from (--lora-root), "
+        "following symlinks",
+        "lora_path_forbidden",
+    )
 
 
 def _opened_path(handle: int, path: Path) -> Path:
